@@ -1,0 +1,48 @@
+# smarm — thin entry points. Everything real lives in CMake.
+#   make run        install missing packages, build, start the main program
+#   make test       install missing packages, build, run the whole suite (ctest)
+#   make test-tsan  the suite under ThreadSanitizer
+#   make test-asan  the suite under AddressSanitizer + UBSan
+#   make bench      runtime microbenchmarks vs Go (ratios; see README)
+
+BUILD      ?= build/release
+JOBS       ?= $(shell nproc)
+CTEST_ARGS ?=
+
+APT_PACKAGES := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
+                libgmock-dev libbenchmark-dev spin golang-go python3
+
+.PHONY: all deps configure build run test test-tsan test-asan bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh $(APT_PACKAGES)
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@$(BUILD)/services/smarm-ring
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-tsan: deps
+	@cmake --preset tsan >/dev/null && cmake --build build/tsan -j $(JOBS)
+	@cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
+
+test-asan: deps
+	@cmake --preset asan >/dev/null && cmake --build build/asan -j $(JOBS)
+	@cd build/asan && ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
+	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
+
+bench: build
+	@./loadtest/runtime/compare.sh $(BUILD)
+
+clean:
+	@rm -rf build

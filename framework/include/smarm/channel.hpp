@@ -1,0 +1,328 @@
+#pragma once
+// smarm::channel — unbounded multi-producer, single-consumer channels: how
+// actors talk to each other.
+//
+//     auto [tx, rx] = smarm::channel<std::string>();
+//     auto worker = smarm::spawn([rx = std::move(rx)] {
+//         while (auto msg = rx.recv()) handle(*msg);   // nullopt once closed
+//     });
+//     (void)tx.send("hello");
+//
+// Semantics
+// - sender<T> is copyable; the channel is open while any copy lives. send()
+//   never blocks; when the receiver is gone it hands the message back.
+// - receiver<T> is move-only: a channel has exactly one receiver, used by one
+//   actor at a time (two actors parked on one receiver is detected and
+//   reported with std::logic_error). Destroying it drops every queued
+//   message at once (their destructors run), so e.g. queued requests
+//   release their callers.
+// - recv() parks until a message or closure (every sender gone and the
+//   queue drained). recv_timeout(): a message racing the deadline wins.
+//   recv_match()/try_recv_match(): selective receive; the predicate runs
+//   under the channel's lock, so it must be cheap and must not touch the
+//   same channel.
+//
+// Thread safety: senders may be used from any thread (including non-actor
+// threads); the blocking receive calls need an actor.
+//
+// Implementation: a spinlock-protected ring (no allocation until the first
+// message) plus the parked receiver's (pid, park epoch). A wake for an
+// epoch that has already ended (a losing select arm, a timed-out receive) is
+// inert by the state-word protocol, so nothing is ever unregistered.
+
+#include <smarm/pid.hpp>
+#include <smarm/select.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <smarm/detail/ring.hpp>
+#include <smarm/detail/spinlock.hpp>
+#include <smarm/detail/wait.hpp>
+
+namespace smarm {
+
+/// Result of sender::send: ok, or the undelivered message handed back.
+template <class T>
+struct [[nodiscard]] send_result {
+    std::optional<T> returned;  ///< engaged when the receiver was gone
+    bool ok() const noexcept { return !returned.has_value(); }
+    explicit operator bool() const noexcept { return ok(); }
+};
+
+enum class recv_status {
+    ok,       ///< a message was received
+    empty,    ///< nothing queued (try_ variants)
+    timeout,  ///< the deadline passed (recv_timeout)
+    closed,   ///< every sender is gone and nothing is queued
+};
+
+/// Result of the non-plain receive calls.
+template <class T>
+struct [[nodiscard]] recv_result {
+    recv_status status = recv_status::empty;
+    std::optional<T> value;  ///< engaged iff status == ok
+    explicit operator bool() const noexcept { return status == recv_status::ok; }
+};
+
+namespace detail {
+
+template <class T>
+class channel_state final : public select_source {
+public:
+    spinlock mu;
+    ring<T> queue;                 // guarded by mu
+    pid waiter;                    // guarded by mu: the parked receiver
+    std::uint32_t waiter_epoch = 0;
+    std::size_t senders = 1;       // guarded by mu
+    bool receiver_alive = true;    // guarded by mu
+
+    bool ready_or_register(pid self, std::uint32_t epoch) override {
+        std::lock_guard g(mu);
+        if (!queue.empty() || senders == 0) return true;
+        register_waiter(self, epoch, "smarm::select");
+        return false;
+    }
+    /// Caller holds mu.
+    void register_waiter(pid self, std::uint32_t epoch, const char* call) {
+        if (waiter.valid() && waiter != self && wait_is_open(waiter, waiter_epoch))
+            throw std::logic_error(std::string(call) + ": actor " + self.to_string() +
+                                   " waits on a channel whose receiver is already in use by "
+                                   "actor " + waiter.to_string() +
+                                   " (a channel has exactly one receiving actor)");
+        waiter = self;
+        waiter_epoch = epoch;
+    }
+};
+
+}  // namespace detail
+
+template <class T>
+class receiver;
+
+/// The sending half of a channel. Copyable; see the header comment.
+template <class T>
+class sender {
+public:
+    sender() = default;
+    sender(const sender& o) : st_(o.st_) {
+        if (st_) {
+            std::lock_guard g(st_->mu);
+            ++st_->senders;
+        }
+    }
+    sender(sender&&) noexcept = default;
+    sender& operator=(const sender& o) {
+        if (this != &o) {
+            sender tmp(o);
+            *this = std::move(tmp);
+        }
+        return *this;
+    }
+    sender& operator=(sender&& o) noexcept {
+        if (this != &o) {
+            drop();
+            st_ = std::move(o.st_);
+        }
+        return *this;
+    }
+    ~sender() { drop(); }
+
+    /// Queues `v` for the receiver (never blocks). If the receiver is gone,
+    /// `v` comes back in the result. Observation point inside an actor (after
+    /// the message is queued).
+    send_result<T> send(T v) const {
+        if (!st_) return send_result<T>{std::move(v)};
+        pid w;
+        std::uint32_t e = 0;
+        {
+            std::lock_guard g(st_->mu);
+            if (!st_->receiver_alive) return send_result<T>{std::move(v)};
+            st_->queue.push_back(std::move(v));
+            w = std::exchange(st_->waiter, pid{});
+            e = st_->waiter_epoch;
+        }
+        if (w.valid()) detail::unpark_at(w, e);
+        // After the push: a send that returns has delivered, even when the
+        // sender is then preempted or stopped here.
+        detail::observe();
+        return {};
+    }
+    /// Messages queued and not yet received (takes the lock: not for hot paths).
+    std::size_t queued() const {
+        if (!st_) return 0;
+        std::lock_guard g(st_->mu);
+        return st_->queue.size();
+    }
+    /// False once the receiver is gone (a send would hand the message back).
+    bool connected() const {
+        if (!st_) return false;
+        std::lock_guard g(st_->mu);
+        return st_->receiver_alive;
+    }
+    explicit operator bool() const noexcept { return st_ != nullptr; }
+
+private:
+    template <class U>
+    friend std::pair<sender<U>, receiver<U>> channel();
+    explicit sender(std::shared_ptr<detail::channel_state<T>> st) : st_(std::move(st)) {}
+    void drop() noexcept {
+        if (!st_) return;
+        pid w;
+        std::uint32_t e = 0;
+        {
+            std::lock_guard g(st_->mu);
+            // The last sender wakes the receiver even on a non-empty queue: a
+            // recv_match parked on non-matching messages must see closure.
+            if (--st_->senders == 0) {
+                w = std::exchange(st_->waiter, pid{});
+                e = st_->waiter_epoch;
+            }
+        }
+        if (w.valid()) detail::unpark_at(w, e);
+        st_.reset();
+    }
+    std::shared_ptr<detail::channel_state<T>> st_;
+};
+
+/// The receiving half of a channel. Move-only; see the header comment.
+template <class T>
+class receiver {
+public:
+    receiver() = default;
+    receiver(receiver&&) noexcept = default;
+    receiver& operator=(receiver&& o) noexcept {
+        if (this != &o) {
+            drop();
+            st_ = std::move(o.st_);
+        }
+        return *this;
+    }
+    receiver(const receiver&) = delete;
+    receiver& operator=(const receiver&) = delete;
+    ~receiver() { drop(); }
+
+    /// Parks until a message arrives; nullopt once the channel is closed and
+    /// drained. Observation point.
+    std::optional<T> recv() const {
+        return recv_match_impl([](const T&) { return true; }, "smarm::receiver::recv");
+    }
+    /// Never parks.
+    recv_result<T> try_recv() const {
+        return try_recv_match([](const T&) { return true; });
+    }
+    /// Parks at most `timeout`. A message that arrives by the time the
+    /// receiver runs again wins over the deadline.
+    recv_result<T> recv_timeout(std::chrono::nanoseconds timeout) const {
+        return recv_until(detail::clock::now() + timeout);
+    }
+    recv_result<T> recv_until(detail::clock::time_point deadline) const {
+        detail::observe();
+        pid me = detail::current_pid("smarm::receiver::recv_timeout");
+        std::uint64_t timer = 0;
+        struct disarm_guard {
+            std::uint64_t* id;
+            ~disarm_guard() {
+                if (*id) detail::disarm_timer(*id);
+            }
+        } guard{&timer};
+        for (;;) {
+            std::uint32_t epoch;
+            {
+                std::lock_guard g(st_->mu);
+                if (!st_->queue.empty()) {
+                    detail::note_message_received();
+                    return {recv_status::ok, st_->queue.pop_front()};
+                }
+                if (st_->senders == 0) return {recv_status::closed, std::nullopt};
+                if (detail::clock::now() >= deadline) return {recv_status::timeout, std::nullopt};
+                epoch = detail::begin_wait();
+                st_->register_waiter(me, epoch, "smarm::receiver::recv_timeout");
+            }
+            if (timer) detail::disarm_timer(std::exchange(timer, 0));
+            timer = detail::arm_wake_timer(deadline, me, epoch);
+            detail::park();
+        }
+    }
+    /// Selective receive: the first queued message satisfying `pred`, parking
+    /// until one arrives; nullopt once closed with no match.
+    template <class Pred>
+    std::optional<T> recv_match(Pred&& pred) const {
+        return recv_match_impl(pred, "smarm::receiver::recv_match");
+    }
+    /// Selective receive that never parks.
+    template <class Pred>
+    recv_result<T> try_recv_match(Pred&& pred) const {
+        std::lock_guard g(st_->mu);
+        for (std::size_t i = 0; i < st_->queue.size(); ++i) {
+            if (pred(static_cast<const T&>(st_->queue[i]))) {
+                detail::note_message_received();
+                return {recv_status::ok, st_->queue.take(i)};
+            }
+        }
+        return {st_->senders == 0 ? recv_status::closed : recv_status::empty, std::nullopt};
+    }
+    /// Messages currently queued.
+    std::size_t queued() const {
+        std::lock_guard g(st_->mu);
+        return st_->queue.size();
+    }
+    explicit operator bool() const noexcept { return st_ != nullptr; }
+
+    /// For select_arm.
+    detail::select_source& select_source() const noexcept { return *st_; }
+
+private:
+    template <class U>
+    friend std::pair<sender<U>, receiver<U>> channel();
+    explicit receiver(std::shared_ptr<detail::channel_state<T>> st) : st_(std::move(st)) {}
+
+    template <class Pred>
+    std::optional<T> recv_match_impl(Pred&& pred, const char* call) const {
+        detail::observe();
+        pid me = detail::current_pid(call);
+        for (;;) {
+            {
+                std::lock_guard g(st_->mu);
+                for (std::size_t i = 0; i < st_->queue.size(); ++i) {
+                    if (pred(static_cast<const T&>(st_->queue[i]))) {
+                        detail::note_message_received();
+                        return st_->queue.take(i);
+                    }
+                }
+                if (st_->senders == 0) return std::nullopt;
+                st_->register_waiter(me, detail::begin_wait(), call);
+            }
+            detail::park();
+        }
+    }
+    void drop() noexcept {
+        if (!st_) return;
+        detail::ring<T> drained;
+        {
+            std::lock_guard g(st_->mu);
+            st_->receiver_alive = false;
+            st_->waiter = pid{};
+            drained = std::move(st_->queue);
+        }
+        st_.reset();
+        // `drained` is destroyed here, outside the lock: a message's
+        // destructor may touch other channels or the scheduler.
+    }
+    std::shared_ptr<detail::channel_state<T>> st_;
+};
+
+/// Creates a channel: {sender, receiver}.
+template <class T>
+std::pair<sender<T>, receiver<T>> channel() {
+    auto st = std::make_shared<detail::channel_state<T>>();
+    return {sender<T>(st), receiver<T>(st)};
+}
+
+}  // namespace smarm

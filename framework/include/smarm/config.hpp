@@ -1,0 +1,30 @@
+#pragma once
+// smarm::runtime_config — every knob of the actor runtime.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace smarm {
+
+/// Configuration of a smarm::runtime. Validated by the runtime constructor,
+/// which throws std::invalid_argument naming the field and the bad value.
+///
+/// | key | meaning | default | valid |
+/// |---|---|---|---|
+/// | `schedulers` | scheduler OS threads (the caller of run() is thread 0) | 0 = hardware threads | 0 or 1..64 |
+/// | `max_actors` | capacity of the slot table (live actors at once) | 1,048,576 | 1..2^28 |
+/// | `stack_size` | address space per actor stack, guard page excluded; only touched pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages |
+/// | `timeslice` | how long an actor runs before an observation point yields it | 1 ms | 10 µs..10 s |
+/// | `guard_pages` | a PROT_NONE page below every stack | true | — |
+/// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation is an observation point (0 = off) | 0 | any |
+struct runtime_config {
+    unsigned schedulers = 0;
+    std::size_t max_actors = std::size_t{1} << 20;
+    std::size_t stack_size = 256 * 1024;
+    std::chrono::nanoseconds timeslice = std::chrono::milliseconds(1);
+    bool guard_pages = true;
+    std::uint32_t alloc_check_interval = 0;
+};
+
+}  // namespace smarm

@@ -1,0 +1,53 @@
+#pragma once
+// A test-and-test-and-set spinlock for the runtime's short critical sections.
+//
+// Never hold one across an observation point (a call that can switch the
+// actor): the actor could resume on another OS thread while a sibling spins.
+// Runtime code that must call into the scheduler while holding one releases
+// it first. Under contention it backs off to sched_yield, so a holder that the
+// kernel preempted does not make waiters burn a whole quantum.
+
+#include <atomic>
+
+#include <sched.h>
+
+namespace smarm::detail {
+
+/// A polite spin-wait hint to the CPU.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+class spinlock {
+public:
+    void lock() noexcept {
+        for (unsigned spins = 0;; ++spins) {
+            // acquire: pairs with unlock()'s release, so the critical section
+            // of the previous holder happens-before ours.
+            if (!locked_.exchange(true, std::memory_order_acquire)) return;
+            while (locked_.load(std::memory_order_relaxed)) {
+                if (++spins > 64) {
+                    sched_yield();
+                    spins = 0;
+                } else {
+                    cpu_relax();
+                }
+            }
+        }
+    }
+    bool try_lock() noexcept {
+        return !locked_.load(std::memory_order_relaxed) &&
+               !locked_.exchange(true, std::memory_order_acquire);
+    }
+    // release: publishes the critical section to the next acquirer.
+    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> locked_{false};
+};
+
+}  // namespace smarm::detail

@@ -1,0 +1,58 @@
+#pragma once
+// The runtime's wait protocol as seen by the blocking primitives that live in
+// headers (channel, select, mutex, timers). Not a user API.
+//
+// Protocol (see framework/src/state_word.hpp for the state machine):
+//   auto epoch = begin_wait();      // open a new wait on the current actor
+//   <register (self, epoch) with the waker, under the primitive's lock>
+//   park();                         // returns once unpark_at(self, epoch) ran
+//                                   // (possibly before park was even called)
+// A waker whose epoch is stale (the wait already ended) is a no-op, so a
+// primitive never has to cancel its registrations in other objects.
+// `park()` throws smarm::stopped if a stop was requested for the actor;
+// primitives that keep state about the waiter clean it up with RAII.
+
+#include <smarm/pid.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+#include <smarm/detail/unique_function.hpp>
+
+namespace smarm::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// The running actor's pid; throws std::logic_error naming `call` when the
+/// caller is not an actor (outside smarm::run or on a foreign thread).
+pid current_pid(const char* call);
+/// The running actor's pid, or an invalid pid outside an actor.
+pid current_pid_or_invalid() noexcept;
+/// Open a new park epoch for the current actor and return it.
+std::uint32_t begin_wait() noexcept;
+/// Switch away until the open wait is unparked. Throws smarm::stopped when a
+/// stop is pending (and the actor is not already unwinding).
+void park();
+/// Wake `p` if its wait `epoch` is still open. Callable from any thread.
+void unpark_at(pid p, std::uint32_t epoch) noexcept;
+/// End the open wait without parking (e.g. select found a ready arm while
+/// registering): bumps the epoch and eats a notification that already landed.
+void retire_wait() noexcept;
+/// Is `p`'s wait `epoch` still open (not finished, not superseded)?
+bool wait_is_open(pid p, std::uint32_t epoch) noexcept;
+/// Observation point: throws smarm::stopped on a pending stop, yields when the
+/// timeslice is spent. A no-op outside an actor.
+void observe();
+/// Throws smarm::stopped when a stop is pending for the current actor.
+void throw_if_stopped();
+/// Count one received message for the current actor (introspection).
+void note_message_received() noexcept;
+
+/// Arm a timer that calls unpark_at(p, epoch) at `deadline`; returns its id.
+std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch);
+/// Arm a timer that runs `fire` on a scheduler thread at `deadline`.
+std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire);
+/// Disarm a timer; true if it had not fired yet.
+bool disarm_timer(std::uint64_t id) noexcept;
+
+}  // namespace smarm::detail

@@ -1,0 +1,62 @@
+#pragma once
+// smarm::introspect — a live view of the actors of the running runtime.
+//
+// Reads each slot's state word lock-free and its cold part under the slot's
+// own small lock: there is no stop-the-world, so a snapshot is coherent per
+// actor, not across actors. The format is versioned (snapshot::version):
+// fields are only ever added.
+//
+// Thread safety: callable from any thread while a runtime runs (from a
+// foreign thread it reads the most recently started runtime).
+
+#include <smarm/pid.hpp>
+#include <smarm/stats.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace smarm::introspect {
+
+inline constexpr std::uint32_t format_version = 1;
+
+/// One actor, as seen at one instant.
+struct actor_info {
+    pid id;
+    pid parent;                        ///< invalid for the root
+    std::string state;                 ///< queued, running, running_notified, parked, done
+    std::vector<std::string> names;    ///< registered names (empty until the registry)
+    bool trap_exit = false;
+    std::uint32_t monitors = 0;
+    std::uint32_t links = 0;
+    std::uint32_t joiners = 0;         ///< actors parked in join() on it
+    std::optional<std::uint64_t> mailbox_depth;  ///< of its registered inbox, if any
+    std::uint64_t overruns = 0;        ///< slices overrun by more than a full slice
+    std::uint64_t messages_received = 0;
+    bool stop_requested = false;
+};
+
+struct snapshot {
+    std::uint32_t version = format_version;
+    std::vector<actor_info> actors;
+    runtime_stats stats;
+};
+
+/// Every live actor of the running runtime (empty when none runs).
+snapshot take_snapshot();
+/// One actor, or nullopt when `p` is not live (stale or finished and reaped).
+std::optional<actor_info> info(pid p);
+
+/// A node of the parentage forest.
+struct tree_node {
+    actor_info actor;
+    bool orphan = false;  ///< its parent is gone: re-rooted here
+    std::vector<tree_node> children;
+};
+/// The parentage forest: roots are the root actor and orphans.
+std::vector<tree_node> tree();
+/// An indented text rendering of tree().
+std::string render_tree(const std::vector<tree_node>& forest);
+
+}  // namespace smarm::introspect

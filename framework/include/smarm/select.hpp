@@ -1,0 +1,53 @@
+#pragma once
+// smarm::select — wait on several sources at once.
+
+#include <smarm/pid.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+
+namespace smarm {
+
+namespace detail {
+/// Something select() can wait on. Implementations: channel receivers (and,
+/// with the IO layer, fd arms).
+class select_source {
+public:
+    /// Under the source's own lock: true when ready (a value queued, or
+    /// closed); otherwise register (self, epoch) as the waiter to wake.
+    virtual bool ready_or_register(pid self, std::uint32_t epoch) = 0;
+    /// Drop a registration made by ready_or_register (eager cleanup for
+    /// sources that need it; channel arms need none: stale wakes are inert).
+    virtual void unregister(pid, std::uint32_t) noexcept {}
+
+protected:
+    ~select_source() = default;
+};
+}  // namespace detail
+
+/// One arm of a select: a reference to a waitable source (a receiver<T>).
+class select_arm {
+public:
+    template <class Source>
+    select_arm(Source& s) noexcept : src_(&s.select_source()) {}  // NOLINT: implicit by design
+    detail::select_source* source() const noexcept { return src_; }
+
+private:
+    detail::select_source* src_;
+};
+
+/// Parks until one of `arms` is ready and returns its index. Arms are checked
+/// in priority order (index 0 first; no fairness promise). A closed channel
+/// arm is permanently ready: receive from it (getting "closed") and drop it
+/// from the set. Observation point; throws std::logic_error outside an actor
+/// or with no arms.
+std::size_t select(std::initializer_list<select_arm> arms);
+
+/// Like select(), giving up after `timeout`: nullopt on timeout.
+std::optional<std::size_t> select_timeout(std::initializer_list<select_arm> arms,
+                                          std::chrono::nanoseconds timeout);
+
+}  // namespace smarm

@@ -1,0 +1,30 @@
+#pragma once
+// Runtime counters: per scheduler, and global.
+
+#include <cstdint>
+#include <vector>
+
+namespace smarm {
+
+/// Counters of one scheduler thread (monotonic within a run, except
+/// queue_len which is the length of the shared queue when last observed).
+struct scheduler_stats {
+    std::uint64_t pops = 0;       ///< actors resumed
+    std::uint64_t parks = 0;      ///< times the thread parked (idle)
+    std::uint64_t wakes = 0;      ///< times it returned from an idle park
+    std::uint64_t yields = 0;     ///< timeslice expiries that requeued an actor
+    std::uint64_t overruns = 0;   ///< actors that ran past twice their timeslice
+    std::uint64_t timer_fires = 0;
+    std::uint64_t queue_len = 0;
+};
+
+/// A copy of the runtime's counters (smarm::runtime::stats()).
+struct runtime_stats {
+    std::vector<scheduler_stats> schedulers;
+    std::uint64_t spawns = 0;
+    std::uint64_t live_actors = 0;
+    std::uint64_t timers_pending = 0;
+    std::uint64_t run_queue_len = 0;
+};
+
+}  // namespace smarm

@@ -1,0 +1,43 @@
+#pragma once
+// smarm timers beyond sleep(): delayed sends and their cancellation.
+//
+// All timers live in the runtime's one heap; deadlines are nanosecond
+// precise. A delayed send runs on a scheduler thread when due (it does not
+// park anybody). Timers still pending when a run ends are dropped.
+
+#include <smarm/channel.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+#include <smarm/detail/wait.hpp>
+
+namespace smarm {
+
+/// Identifies a pending timer (for cancel_timer).
+struct timer_id {
+    std::uint64_t value = 0;
+    friend bool operator==(timer_id, timer_id) = default;
+};
+
+/// Sends `msg` to `to` after `delay`. If the receiver is gone by then, the
+/// message is dropped. Throws std::logic_error when no runtime is running.
+template <class T>
+timer_id send_after(std::chrono::nanoseconds delay, sender<T> to, T msg) {
+    return timer_id{detail::arm_call_timer(
+        detail::clock::now() + delay,
+        [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); })};
+}
+
+/// send_after anchored to wall time (unaffected by causal-profiling virtual
+/// speedups; identical to send_after while no experiment runs).
+template <class T>
+timer_id send_after_wall(std::chrono::nanoseconds delay, sender<T> to, T msg) {
+    return send_after(delay, std::move(to), std::move(msg));
+}
+
+/// Cancels a pending timer: true when it had not fired (it never will).
+inline bool cancel_timer(timer_id id) noexcept { return detail::disarm_timer(id.value); }
+
+}  // namespace smarm

@@ -1,0 +1,150 @@
+#include "fiber.hpp"
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#if SMARM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if SMARM_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace bctx = boost::context::detail;
+
+// libstdc++/libsupc++ per-thread exception state. Declared here (cxxabi.h
+// declares it `const`, which would let the compiler cache it across a switch).
+namespace __cxxabiv1 {
+struct __cxa_eh_globals;
+extern "C" __cxa_eh_globals* __cxa_get_globals() noexcept;
+}  // namespace __cxxabiv1
+
+namespace smarm::detail {
+
+namespace {
+
+struct eh_globals {
+    void* caught;
+    unsigned int uncaught;
+};
+
+// noipa, not just noinline: GCC infers `const` through IPA and would reuse the
+// previous thread's pointer after a switch that migrated the actor.
+[[gnu::noinline, gnu::noipa]] eh_globals* thread_eh() noexcept {
+    return reinterpret_cast<eh_globals*>(__cxxabiv1::__cxa_get_globals());
+}
+
+void save_eh(slot& sl) noexcept {
+    eh_globals* g = thread_eh();
+    sl.eh_caught = g->caught;
+    sl.eh_uncaught = g->uncaught;
+    g->caught = nullptr;
+    g->uncaught = 0;
+}
+
+void restore_eh(slot& sl) noexcept {
+    eh_globals* g = thread_eh();
+    g->caught = sl.eh_caught;
+    g->uncaught = sl.eh_uncaught;
+}
+
+void after_switch_in(scheduler* s, slot& sl) noexcept {
+#if SMARM_ASAN
+    __sanitizer_finish_switch_fiber(sl.asan_fake_stack, &s->asan_bottom, &s->asan_size);
+#else
+    (void)s;
+#endif
+    restore_eh(sl);
+}
+
+[[noreturn]] void actor_entry(bctx::transfer_t t) noexcept {
+    auto* s = static_cast<scheduler*>(t.data);
+    s->ctx = t.fctx;
+    slot& sl = *s->current;
+    after_switch_in(s, sl);
+    try {
+        sl.vt->invoke(sl.task);
+        sl.end_kind = exit_kind::exit;
+    } catch (const stopped&) {
+        sl.end_kind = exit_kind::stopped;
+    } catch (...) {
+        sl.end_kind = exit_kind::panic;
+        sl.end_error = std::current_exception();
+    }
+    // The task's destructor may call runtime functions; the actor is ending,
+    // so it must not be stopped again from inside a destructor.
+    sl.stop_for.store(0, std::memory_order_relaxed);
+    sl.vt->destroy(sl.task);
+    fiber_suspend(switch_reason::finish);
+    std::fputs("smarm: a finished actor was resumed (runtime corrupt)\n", stderr);
+    std::abort();
+}
+
+}  // namespace
+
+void fiber_init(slot& sl, char* sp) {
+    std::size_t size = static_cast<std::size_t>(sp - sl.stack.bottom());
+    sl.ctx = bctx::make_fcontext(sp, size, &actor_entry);
+    sl.eh_caught = nullptr;
+    sl.eh_uncaught = 0;
+    sl.asan_fake_stack = nullptr;
+#if SMARM_TSAN
+    sl.tsan_fiber = __tsan_create_fiber(0);
+#endif
+}
+
+void fiber_destroy(slot& sl) noexcept {
+#if SMARM_TSAN
+    if (sl.tsan_fiber) __tsan_destroy_fiber(sl.tsan_fiber);
+#endif
+    sl.tsan_fiber = nullptr;
+    sl.ctx = nullptr;
+}
+
+void fiber_thread_init(scheduler& s) noexcept {
+#if SMARM_TSAN
+    s.tsan_fiber = __tsan_get_current_fiber();
+#else
+    (void)s;
+#endif
+}
+
+switch_reason fiber_resume(scheduler& s, slot& sl) noexcept {
+#if SMARM_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, sl.stack.bottom(), sl.stack.usable());
+#endif
+#if SMARM_TSAN
+    __tsan_switch_to_fiber(sl.tsan_fiber, 0);
+#endif
+    bctx::transfer_t t = bctx::jump_fcontext(sl.ctx, &s);
+#if SMARM_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+    sl.ctx = t.fctx;
+    return s.why;
+}
+
+void fiber_suspend(switch_reason why) noexcept {
+    scheduler* s = current_scheduler();
+    slot& sl = *s->current;
+    s->why = why;
+    save_eh(sl);
+#if SMARM_ASAN
+    __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
+                                   s->asan_bottom, s->asan_size);
+#endif
+#if SMARM_TSAN
+    __tsan_switch_to_fiber(s->tsan_fiber, 0);
+#endif
+    bctx::transfer_t t = bctx::jump_fcontext(s->ctx, nullptr);
+    // Resumed, possibly by another scheduler thread.
+    auto* s2 = static_cast<scheduler*>(t.data);
+    s2->ctx = t.fctx;
+    after_switch_in(s2, sl);
+}
+
+}  // namespace smarm::detail

@@ -1,0 +1,822 @@
+#include "runtime_impl.hpp"
+
+#include <smarm/detail/wait.hpp>
+#include <smarm/runtime.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "fiber.hpp"
+
+namespace smarm::detail {
+
+// ---------------------------------------------------------------------------
+// thread-locals, ticks
+// ---------------------------------------------------------------------------
+
+namespace {
+thread_local scheduler* tl_sched = nullptr;
+// The most recently started runtime: lets foreign threads (and pre-run
+// code) reach it for request_stop and friends.
+std::atomic<runtime_impl*> g_active{nullptr};
+
+constexpr std::size_t map_count_reserve = 16384;
+
+runtime_impl& active_or_throw(const char* call) {
+    if (scheduler* s = current_scheduler()) return *s->rt;
+    throw std::logic_error(std::string(call) + ": called outside an actor (only code running "
+                                               "inside smarm::run may call it)");
+}
+}  // namespace
+
+// noipa: a thread_local read must never be cached across a context switch.
+[[gnu::noinline, gnu::noipa]] scheduler* current_scheduler() noexcept { return tl_sched; }
+
+runtime_impl* active_runtime() noexcept {
+    if (scheduler* s = current_scheduler()) return s->rt;
+    return g_active.load(std::memory_order_acquire);
+}
+
+std::uint64_t ticks() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    return static_cast<std::uint64_t>(clock::now().time_since_epoch().count());
+#endif
+}
+
+double ticks_per_ns() noexcept {
+    static const double v = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        auto t0 = clock::now();
+        std::uint64_t c0 = ticks();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        auto t1 = clock::now();
+        std::uint64_t c1 = ticks();
+        double ns = static_cast<double>(std::chrono::nanoseconds(t1 - t0).count());
+        double r = static_cast<double>(c1 - c0) / ns;
+        return r > 0.01 ? r : 1.0;
+#else
+        return 1.0;
+#endif
+    }();
+    return v;
+}
+
+const char* to_string(actor_state s) noexcept {
+    switch (s) {
+        case actor_state::vacant: return "vacant";
+        case actor_state::queued: return "queued";
+        case actor_state::running: return "running";
+        case actor_state::running_notified: return "running_notified";
+        case actor_state::parked: return "parked";
+        case actor_state::done: return "done";
+    }
+    return "?";
+}
+
+// ---------------------------------------------------------------------------
+// construction and validation
+// ---------------------------------------------------------------------------
+
+namespace {
+runtime_config validate(runtime_config c) {
+    if (c.schedulers == 0)
+        c.schedulers = std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
+    if (c.schedulers > 64)
+        throw std::invalid_argument("smarm::runtime_config.schedulers = " +
+                                    std::to_string(c.schedulers) +
+                                    ": must be 1..64 (or 0 for the hardware thread count)");
+    if (c.max_actors < 1 || c.max_actors > (std::size_t{1} << 28))
+        throw std::invalid_argument("smarm::runtime_config.max_actors = " +
+                                    std::to_string(c.max_actors) + ": must be 1..268435456");
+    if (c.stack_size < 16 * 1024 || c.stack_size > (std::size_t{1} << 30))
+        throw std::invalid_argument("smarm::runtime_config.stack_size = " +
+                                    std::to_string(c.stack_size) +
+                                    ": must be 16384..1073741824 bytes");
+    if (c.timeslice < std::chrono::microseconds(10) || c.timeslice > std::chrono::seconds(10))
+        throw std::invalid_argument("smarm::runtime_config.timeslice = " +
+                                    std::to_string(c.timeslice.count()) +
+                                    "ns: must be 10us..10s");
+    return c;
+}
+
+std::size_t guarded_stack_budget(const runtime_config& c) {
+    if (!c.guard_pages) return 0;
+    std::size_t want = c.max_actors * 2 + map_count_reserve;
+    std::size_t have = raise_max_map_count(want);
+    if (have == 0 || have >= want) return 0;  // unknown kernel limit, or enough
+    std::size_t budget = have > 2 * map_count_reserve ? (have - map_count_reserve) / 2 : 1024;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+        std::fprintf(stderr,
+                     "smarm: WARNING: vm.max_map_count=%zu allows only %zu guarded actor stacks "
+                     "(max_actors=%zu needs %zu); spawns past %zu will fail with spawn_error. "
+                     "Raise it with `sysctl -w vm.max_map_count=%zu` (README: Deployment).\n",
+                     have, budget, c.max_actors, want, budget, want);
+    return budget;
+}
+}  // namespace
+
+runtime_impl::runtime_impl(runtime_config cfg)
+    : cfg_(validate(cfg)),
+      slice_ticks_(static_cast<std::uint64_t>(static_cast<double>(cfg_.timeslice.count()) *
+                                              ticks_per_ns())),
+      slots_(cfg_.max_actors),
+      queue_(cfg_.max_actors),
+      coord_(cfg_.schedulers),
+      stacks_(cfg_.stack_size, cfg_.guard_pages, guarded_stack_budget(cfg_)),
+      scheds_(std::make_unique<scheduler[]>(cfg_.schedulers)) {
+    for (unsigned i = 0; i < cfg_.schedulers; ++i) {
+        scheds_[i].rt = this;
+        scheds_[i].id = i;
+    }
+}
+
+runtime_impl::~runtime_impl() {
+    runtime_impl* self = this;
+    g_active.compare_exchange_strong(self, nullptr);
+    for (unsigned i = 0; i < cfg_.schedulers; ++i)
+        for (auto& st : scheds_[i].stack_cache) stacks_.release(st);
+}
+
+// ---------------------------------------------------------------------------
+// run
+// ---------------------------------------------------------------------------
+
+void runtime_impl::run(unique_function root) {
+    if (current_scheduler() != nullptr)
+        throw std::logic_error("smarm::runtime::run: called from inside an actor");
+    bool expected = false;
+    if (!running_.compare_exchange_strong(expected, true))
+        throw std::logic_error("smarm::runtime::run: this runtime is already running");
+    g_active.store(this, std::memory_order_release);
+    root_exited_.store(false);
+    root_swept_.store(false);
+    for (unsigned i = 0; i < cfg_.schedulers; ++i) {
+        scheduler& s = scheds_[i];
+        for (auto* c :
+             {&s.pops, &s.parks, &s.wakes, &s.yields, &s.overruns, &s.timer_fires, &s.spawns})
+            c->store(0, std::memory_order_relaxed);
+    }
+
+    using root_task = unique_function;
+    spawn_reservation r;
+    try {
+        r = reserve(sizeof(root_task), alignof(root_task), &task_vtable_for<root_task>, nullptr);
+    } catch (...) {
+        running_.store(false);
+        throw;
+    }
+    ::new (r.storage) root_task(std::move(root));
+    root_ = r.id;
+    commit(r, pid{});  // refs = 2: the run() call holds the root's handle
+
+    std::vector<std::thread> threads;
+    threads.reserve(cfg_.schedulers - 1);
+    for (unsigned i = 1; i < cfg_.schedulers; ++i) {
+        threads.emplace_back([this, i] {
+            std::string name = "smarm-sched-" + std::to_string(i);
+            pthread_setname_np(pthread_self(), name.c_str());
+            schedule_loop(scheds_[i]);
+        });
+    }
+    schedule_loop(scheds_[0]);
+    for (auto& t : threads) t.join();
+
+    // The root's outcome, read before its handle is dropped (the handle pins
+    // the slot). Rethrown last, after teardown, so the runtime is reusable.
+    outcome root_outcome;
+    if (slot* sl = slots_.at(root_.index)) {
+        std::lock_guard g(sl->cold_mu);
+        root_outcome.kind = sl->end_kind;
+        root_outcome.error = sl->end_error;
+    }
+    release_handle(root_);
+    {
+        std::lock_guard g(timers_mu_);
+        timers_.clear();
+        timers_pending_.store(0, std::memory_order_relaxed);
+        coord_.refresh_deadline(std::nullopt);
+    }
+    for (unsigned i = 0; i < cfg_.schedulers; ++i) {
+        for (auto& st : scheds_[i].stack_cache) stacks_.release(st);
+        scheds_[i].stack_cache.clear();
+        slots_.release_batch(scheds_[i].slot_cache, 0);
+    }
+    io_outstanding.store(0);
+    io_fd_waiters.store(0);
+    running_.store(false);
+    if (root_outcome.kind == exit_kind::panic && root_outcome.error)
+        std::rethrow_exception(root_outcome.error);
+}
+
+// ---------------------------------------------------------------------------
+// scheduler loop
+// ---------------------------------------------------------------------------
+
+bool runtime_impl::nothing_can_wake() const noexcept {
+    return timers_pending_.load(std::memory_order_acquire) == 0 &&
+           io_outstanding.load(std::memory_order_acquire) == 0 &&
+           io_fd_waiters.load(std::memory_order_acquire) == 0;
+}
+
+void runtime_impl::schedule_loop(scheduler& s) {
+    tl_sched = &s;
+    fiber_thread_init(s);
+    for (;;) {
+        // (1) busy-path due-check: one relaxed load unless a timer exists.
+        if (coord_.deadline_due()) fire_due_timers(s, true);
+
+        // (2) pop: own wake slot first, then the shared queue.
+        std::uint32_t idx;
+        bool from_wake_slot = false;
+        if (s.wake_slot != scheduler::no_actor) {
+            idx = std::exchange(s.wake_slot, scheduler::no_actor);
+            from_wake_slot = true;
+        } else {
+            // IO liveness is read before the pop: a completion makes its
+            // actor runnable through an enqueue the pop below would see.
+            std::uint32_t io = io_outstanding.load(std::memory_order_acquire) +
+                               io_fd_waiters.load(std::memory_order_acquire);
+            if (!queue_.pop(idx)) {
+                if (live_.load(std::memory_order_acquire) == 0 && io == 0) {
+                    // Terminal: orphaned timers must not keep anyone alive,
+                    // and every sibling must come out of its park.
+                    {
+                        std::lock_guard g(timers_mu_);
+                        timers_.clear();
+                        timers_pending_.store(0, std::memory_order_release);
+                        coord_.refresh_deadline(std::nullopt);
+                    }
+                    coord_.wake_all();
+                    break;
+                }
+                if (root_exited_.load(std::memory_order_acquire) &&
+                    !root_swept_.load(std::memory_order_acquire) && nothing_can_wake()) {
+                    if (!root_swept_.exchange(true)) stop_all_live();
+                    continue;
+                }
+                // Idle: park, as timekeeper if the role is free.
+                std::optional<clock::time_point> tk;
+                {
+                    std::lock_guard g(timers_mu_);
+                    auto d = timers_.peek();
+                    if (d && coord_.try_arm_timer(s.id, *d)) tk = d;
+                }
+                bump(s.parks);
+                park_result r = coord_.park(s.id, tk, [&] {
+                    return !queue_.empty() ||
+                           (live_.load(std::memory_order_seq_cst) == 0 &&
+                            io_outstanding.load(std::memory_order_seq_cst) == 0 &&
+                            io_fd_waiters.load(std::memory_order_seq_cst) == 0) ||
+                           (root_exited_.load(std::memory_order_seq_cst) &&
+                            !root_swept_.load(std::memory_order_seq_cst) && nothing_can_wake()) ||
+                           coord_.deadline_due();
+                });
+                if (r != park_result::work_found) bump(s.wakes);
+                if (tk) {
+                    // Hand the role back before firing: fired thunks may
+                    // insert timers, whose insert check must not target us.
+                    coord_.disarm_timer(s.id);
+                    fire_due_timers(s, false);
+                }
+                continue;
+            }
+        }
+        // (3) chain rule: surplus work and an idle sibling => wake one.
+        if (!queue_.empty()) coord_.wake_one_if_idle();
+        // (4) run it (and whoever it hands the CPU to).
+        while (idx != scheduler::no_actor) {
+            idx = resume(s, idx, from_wake_slot);
+            from_wake_slot = true;
+        }
+    }
+    tl_sched = nullptr;
+}
+
+std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wake_slot) {
+    slot& sl = *slots_.at(idx);
+    sl.word.start_running();
+    s.current = &sl;
+    s.current_gen = state_word::gen_of(sl.word.load());
+    std::uint64_t now = ticks();
+    // A wake-slot actor inherits the running slice (see the design note).
+    if (!from_wake_slot || now >= s.slice_end) s.slice_end = now + slice_ticks_;
+    bump(s.pops);
+    switch_reason why = fiber_resume(s, sl);
+    s.current = nullptr;
+    switch (why) {
+        case switch_reason::yield:
+            sl.word.yield_return();
+            // Yielders go behind everyone else, never into the wake slot.
+            queue_.push(idx);
+            coord_.wake_one_if_idle();
+            break;
+        case switch_reason::park:
+            // RunningNotified => the wake raced the park: requeue at once.
+            if (!sl.word.park_return()) enqueue(idx);
+            break;
+        case switch_reason::finish:
+            finalize(s, sl);
+            break;
+        case switch_reason::handoff:
+            // The spawner yields to its new child, which sits in the wake
+            // slot; the spawner takes the child's place there.
+            sl.word.yield_return();
+            return std::exchange(s.wake_slot, idx);
+    }
+    return scheduler::no_actor;
+}
+
+void runtime_impl::enqueue(std::uint32_t idx) noexcept {
+    scheduler* s = current_scheduler();
+    if (s != nullptr && s->rt == this) {
+        std::uint32_t prev = std::exchange(s->wake_slot, idx);
+        if (prev == scheduler::no_actor) return;
+        idx = prev;
+    }
+    queue_.push(idx);
+    coord_.wake_one_if_idle();
+}
+
+void runtime_impl::unpark_at(pid p, std::uint32_t epoch) noexcept {
+    slot* sl = slots_.at(p.index);
+    if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue(p.index);
+}
+
+bool runtime_impl::request_stop(pid p) noexcept {
+    slot* sl = slots_.at(p.index);
+    if (sl == nullptr) return false;
+    std::uint64_t w = sl->word.load();
+    auto st = state_word::state_of(w);
+    if (state_word::gen_of(w) != p.generation || st == actor_state::vacant ||
+        st == actor_state::done)
+        return false;
+    // Keyed by generation: if the slot was re-tenanted meanwhile, the flag
+    // does not match the new tenant and the wake below fails its gen check.
+    sl->stop_for.store((std::uint64_t{1} << 32) | p.generation, std::memory_order_release);
+    if (sl->word.stop_wake(p.generation)) enqueue(p.index);
+    return true;
+}
+
+void runtime_impl::stop_all_live() noexcept {
+    const std::size_t n = slots_.high_water();
+    for (std::size_t i = 0; i < n; ++i) {
+        slot* sl = slots_.at(static_cast<std::uint32_t>(i));
+        std::uint64_t w = sl->word.load();
+        auto st = state_word::state_of(w);
+        if (st != actor_state::vacant && st != actor_state::done)
+            request_stop(pid{static_cast<std::uint32_t>(i), state_word::gen_of(w)});
+    }
+}
+
+// ---------------------------------------------------------------------------
+// spawn, finish, join
+// ---------------------------------------------------------------------------
+
+spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align,
+                                        const task_vtable* vt, scheduler* on) {
+    slot* sl = nullptr;
+    if (on != nullptr) {
+        if (on->slot_cache.empty()) slots_.allocate_batch(on->slot_cache, 32);
+        if (!on->slot_cache.empty()) {
+            sl = slots_.at(on->slot_cache.back());
+            on->slot_cache.pop_back();
+        }
+    } else {
+        sl = slots_.allocate();
+    }
+    if (sl == nullptr)
+        throw spawn_error("smarm::spawn: the slot table is full (runtime_config.max_actors = " +
+                          std::to_string(cfg_.max_actors) + " live actors)");
+    stack_mem st;
+    if (on != nullptr && !on->stack_cache.empty()) {
+        st = on->stack_cache.back();
+        on->stack_cache.pop_back();
+    } else {
+        try {
+            st = stacks_.acquire();
+        } catch (...) {
+            slots_.release(sl->index);
+            throw;
+        }
+    }
+    // The task object lives at the top of the new stack; the fiber's frames
+    // start just below it.
+    std::size_t a = std::max<std::size_t>(align, 16);
+    auto top = reinterpret_cast<std::uintptr_t>(st.top());
+    std::uintptr_t storage = (top - size) & ~(std::uintptr_t{a} - 1);
+    if (size > st.usable() / 4) {
+        stacks_.release(st);
+        slots_.release(sl->index);
+        throw spawn_error("smarm::spawn: the task object (" + std::to_string(size) +
+                          " bytes) exceeds a quarter of the actor stack (" +
+                          std::to_string(st.usable()) + " bytes); capture less by value");
+    }
+    sl->stack = st;
+    sl->vt = vt;
+    spawn_reservation r;
+    r.storage = reinterpret_cast<void*>(storage);
+    r.slot = sl;
+    r.rt = this;
+    r.id = pid{sl->index, state_word::gen_of(sl->word.load())};
+    return r;
+}
+
+void runtime_impl::abandon(spawn_reservation& r) noexcept {
+    auto* sl = static_cast<slot*>(r.slot);
+    stacks_.release(sl->stack);
+    sl->stack = stack_mem{};
+    slots_.release(sl->index);
+}
+
+void runtime_impl::commit(spawn_reservation& r, pid parent) noexcept {
+    auto* sl = static_cast<slot*>(r.slot);
+    sl->task = r.storage;
+    fiber_init(*sl, reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(r.storage) &
+                                            ~std::uintptr_t{15}));
+    sl->stop_for.store(0, std::memory_order_relaxed);
+    sl->refs.store(2, std::memory_order_relaxed);  // alive + the handle
+    sl->overruns.store(0, std::memory_order_relaxed);
+    sl->messages.store(0, std::memory_order_relaxed);
+    sl->no_preempt = 0;
+    sl->end_kind = exit_kind::exit;
+    sl->end_error = nullptr;
+    {
+        std::lock_guard g(sl->cold_mu);
+        sl->parent = parent;
+    }
+    live_.fetch_add(1, std::memory_order_acq_rel);  // before the enqueue (verdict)
+    scheduler* on = current_scheduler();
+    bump((on != nullptr && on->rt == this ? *on : scheds_[0]).spawns);
+    sl->word.spawn(r.id.generation);
+    enqueue(sl->index);
+}
+
+void runtime_impl::finalize(scheduler& s, slot& sl) {
+    fiber_destroy(sl);
+    if (s.stack_cache.size() < 64)
+        s.stack_cache.push_back(sl.stack);
+    else
+        stacks_.release(sl.stack);
+    sl.stack = stack_mem{};
+    std::vector<std::pair<pid, std::uint32_t>> joiners;
+    {
+        std::lock_guard g(sl.cold_mu);
+        sl.word.finish();
+        joiners.swap(sl.joiners);
+    }
+    for (auto& [p, e] : joiners) unpark_at(p, e);
+    pid me{sl.index, s.current_gen};
+    if (me == root_) root_exited_.store(true, std::memory_order_release);
+    if (sl.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(sl);
+    // Last: every wake this finalize produced is already enqueued.
+    live_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void runtime_impl::reclaim(slot& sl) noexcept {
+    {
+        std::lock_guard g(sl.cold_mu);
+        sl.end_error = nullptr;
+        sl.joiners.clear();
+        if (sl.joiners.capacity() > 8) sl.joiners.shrink_to_fit();
+        sl.parent = pid{};
+        sl.word.reclaim();
+    }
+    scheduler* s = current_scheduler();
+    if (s != nullptr && s->rt == this) {
+        s->slot_cache.push_back(sl.index);
+        if (s->slot_cache.size() > 128) slots_.release_batch(s->slot_cache, 64);
+    } else {
+        slots_.release(sl.index);
+    }
+}
+
+void runtime_impl::release_handle(pid p) noexcept {
+    slot* sl = slots_.at(p.index);
+    if (sl != nullptr && sl->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(*sl);
+}
+
+outcome runtime_impl::join(pid p) {
+    pid me = current_pid("smarm::join_handle::join");
+    if (me == p) throw std::logic_error("smarm::join_handle::join: actor " + p.to_string() +
+                                        " cannot join itself");
+    slot* sl = slots_.at(p.index);
+    observe();
+    for (;;) {
+        {
+            std::lock_guard g(sl->cold_mu);
+            std::uint64_t w = sl->word.load();
+            if (state_word::state_of(w) == actor_state::done)
+                return outcome{sl->end_kind, sl->end_error};
+            sl->joiners.emplace_back(me, begin_wait());
+        }
+        park();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// timers
+// ---------------------------------------------------------------------------
+
+std::uint64_t runtime_impl::arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch) {
+    std::lock_guard g(timers_mu_);
+    std::uint64_t id = timers_.insert_wake(deadline, p, epoch);
+    timers_pending_.store(timers_.size(), std::memory_order_release);
+    coord_.note_deadline(deadline);
+    return id;
+}
+
+std::uint64_t runtime_impl::arm_call(clock::time_point deadline, unique_function fn) {
+    std::lock_guard g(timers_mu_);
+    std::uint64_t id = timers_.insert_call(deadline, std::move(fn));
+    timers_pending_.store(timers_.size(), std::memory_order_release);
+    coord_.note_deadline(deadline);
+    return id;
+}
+
+bool runtime_impl::disarm(std::uint64_t id) noexcept {
+    std::lock_guard g(timers_mu_);
+    bool was = timers_.cancel(id);
+    if (was) {
+        timers_pending_.store(timers_.size(), std::memory_order_release);
+        coord_.refresh_deadline(timers_.peek());
+    }
+    return was;
+}
+
+void runtime_impl::fire_due_timers(scheduler& s, bool try_only) {
+    {
+        std::unique_lock lk(timers_mu_, std::defer_lock);
+        if (try_only) {
+            // Another scheduler is in the heap: the snapshot stays due, so
+            // the check comes back next iteration.
+            if (!lk.try_lock()) return;
+        } else {
+            lk.lock();
+        }
+        timers_.pop_due(clock::now(), s.fired);
+        timers_pending_.store(timers_.size(), std::memory_order_release);
+        coord_.refresh_deadline(timers_.peek());
+    }
+    bump(s.timer_fires, s.fired.size());
+    for (auto& f : s.fired) {
+        if (f.call) {
+            try {
+                f.call();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "smarm: a timer callback threw: %s\n", e.what());
+            } catch (...) {
+                std::fprintf(stderr, "smarm: a timer callback threw a non-std exception\n");
+            }
+        } else {
+            unpark_at(f.target, f.epoch);
+        }
+    }
+    s.fired.clear();
+}
+
+runtime_stats runtime_impl::stats() const {
+    runtime_stats r;
+    for (unsigned i = 0; i < cfg_.schedulers; ++i) {
+        const scheduler& s = scheds_[i];
+        scheduler_stats st;
+        st.pops = s.pops.load(std::memory_order_relaxed);
+        st.parks = s.parks.load(std::memory_order_relaxed);
+        st.wakes = s.wakes.load(std::memory_order_relaxed);
+        st.yields = s.yields.load(std::memory_order_relaxed);
+        st.overruns = s.overruns.load(std::memory_order_relaxed);
+        st.timer_fires = s.timer_fires.load(std::memory_order_relaxed);
+        st.queue_len = queue_.size();
+        r.schedulers.push_back(st);
+    }
+    for (unsigned i = 0; i < cfg_.schedulers; ++i)
+        r.spawns += scheds_[i].spawns.load(std::memory_order_relaxed);
+    r.live_actors = live_.load(std::memory_order_relaxed);
+    r.timers_pending = timers_pending_.load(std::memory_order_relaxed);
+    r.run_queue_len = queue_.size();
+    return r;
+}
+
+// ---------------------------------------------------------------------------
+// the wait protocol (detail/wait.hpp)
+// ---------------------------------------------------------------------------
+
+namespace {
+struct actor_ctx {
+    scheduler* s;
+    slot* sl;
+};
+actor_ctx actor_or_throw(const char* call) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr)
+        throw std::logic_error(std::string(call) + ": called outside an actor (only code running "
+                                                   "inside smarm::run may call it)");
+    return {s, s->current};
+}
+bool may_throw_stop(slot& sl, std::uint32_t gen) noexcept {
+    return sl.no_preempt == 0 && sl.stop_pending(gen) && std::uncaught_exceptions() == 0;
+}
+}  // namespace
+
+pid current_pid(const char* call) {
+    auto [s, sl] = actor_or_throw(call);
+    return pid{sl->index, s->current_gen};
+}
+
+pid current_pid_or_invalid() noexcept {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr) return pid{};
+    return pid{s->current->index, s->current_gen};
+}
+
+std::uint32_t begin_wait() noexcept { return current_scheduler()->current->word.begin_wait(); }
+
+void park() {
+    fiber_suspend(switch_reason::park);
+    throw_if_stopped();
+}
+
+void unpark_at(pid p, std::uint32_t epoch) noexcept {
+    if (scheduler* s = current_scheduler()) {
+        s->rt->unpark_at(p, epoch);
+    } else if (runtime_impl* rt = g_active.load(std::memory_order_acquire)) {
+        rt->unpark_at(p, epoch);
+    }
+}
+
+void retire_wait() noexcept { current_scheduler()->current->word.retire_wait(); }
+
+bool wait_is_open(pid p, std::uint32_t epoch) noexcept {
+    scheduler* s = current_scheduler();
+    runtime_impl* rt = s ? s->rt : g_active.load(std::memory_order_acquire);
+    if (rt == nullptr) return false;
+    slot* sl = rt->slots().at(p.index);
+    if (sl == nullptr) return false;
+    std::uint64_t w = sl->word.load();
+    auto st = state_word::state_of(w);
+    return state_word::gen_of(w) == p.generation &&
+           state_word::epoch_of(w) == (epoch & state_word::epoch_mask) &&
+           (st == actor_state::parked || st == actor_state::running ||
+            st == actor_state::running_notified);
+}
+
+void throw_if_stopped() {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr) return;
+    if (may_throw_stop(*s->current, s->current_gen)) throw stopped{};
+}
+
+void observe() {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr) return;
+    slot& sl = *s->current;
+    if (sl.no_preempt != 0) return;
+    if (may_throw_stop(sl, s->current_gen)) throw stopped{};
+    std::uint64_t now = ticks();
+    if (now < s->slice_end) return;
+    if (now - s->slice_end >= s->rt->slice_ticks()) {
+        bump(s->overruns);
+        bump(sl.overruns);
+    }
+    bump(s->yields);
+    fiber_suspend(switch_reason::yield);
+    throw_if_stopped();
+}
+
+void note_message_received() noexcept {
+    scheduler* s = current_scheduler();
+    if (s != nullptr && s->current != nullptr)
+        bump(s->current->messages);
+}
+
+std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch) {
+    return active_or_throw("smarm timer").arm_wake(deadline, p, epoch);
+}
+
+std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {
+    scheduler* s = current_scheduler();
+    runtime_impl* rt = s ? s->rt : g_active.load(std::memory_order_acquire);
+    if (rt == nullptr)
+        throw std::logic_error("smarm::send_after: no runtime is running");
+    return rt->arm_call(deadline, std::move(fire));
+}
+
+bool disarm_timer(std::uint64_t id) noexcept {
+    scheduler* s = current_scheduler();
+    runtime_impl* rt = s ? s->rt : g_active.load(std::memory_order_acquire);
+    return rt != nullptr && rt->disarm(id);
+}
+
+// ---- runtime.hpp detail hooks ----
+
+spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_vtable* vt) {
+    auto [s, sl] = actor_or_throw("smarm::spawn");
+    observe();
+    return s->rt->reserve(size, align, vt, current_scheduler());
+}
+
+void spawn_abandon(spawn_reservation& r) noexcept {
+    static_cast<runtime_impl*>(r.rt)->abandon(r);
+}
+
+void spawn_commit(spawn_reservation& r) noexcept {
+    auto* rt = static_cast<runtime_impl*>(r.rt);
+    rt->commit(r, current_pid_or_invalid());
+    scheduler* s = current_scheduler();
+    if (s != nullptr && s->current != nullptr && s->current->no_preempt == 0 &&
+        s->wake_slot == r.id.index)
+        fiber_suspend(switch_reason::handoff);
+}
+
+void release_handle(void* rt, pid p) noexcept { static_cast<runtime_impl*>(rt)->release_handle(p); }
+
+outcome join_actor(void* rt, pid p) { return static_cast<runtime_impl*>(rt)->join(p); }
+
+}  // namespace smarm::detail
+
+// ---------------------------------------------------------------------------
+// public API
+// ---------------------------------------------------------------------------
+
+namespace smarm {
+
+using detail::current_scheduler;
+
+runtime::runtime(runtime_config cfg) : impl_(std::make_unique<detail::runtime_impl>(cfg)) {}
+runtime::~runtime() = default;
+void runtime::run(detail::unique_function root) { impl_->run(std::move(root)); }
+const runtime_config& runtime::config() const noexcept { return impl_->config(); }
+runtime_stats runtime::stats() const { return impl_->stats(); }
+
+void run(detail::unique_function root, runtime_config cfg) {
+    runtime rt(cfg);
+    rt.run(std::move(root));
+}
+
+pid self_pid() { return detail::current_pid("smarm::self_pid"); }
+
+bool in_actor() noexcept {
+    auto* s = current_scheduler();
+    return s != nullptr && s->current != nullptr;
+}
+
+void yield_now() {
+    (void)detail::current_pid("smarm::yield_now");
+    detail::throw_if_stopped();
+    detail::fiber_suspend(detail::switch_reason::yield);
+    detail::throw_if_stopped();
+}
+
+void sleep_until(std::chrono::steady_clock::time_point deadline) {
+    pid me = detail::current_pid("smarm::sleep");
+    detail::observe();
+    while (detail::clock::now() < deadline) {
+        std::uint32_t epoch = detail::begin_wait();
+        std::uint64_t id = detail::arm_wake_timer(deadline, me, epoch);
+        try {
+            detail::park();
+        } catch (...) {
+            detail::disarm_timer(id);
+            throw;
+        }
+        // Woken early only by a stop deferred under no_preempt: drop the
+        // old timer and wait again.
+        if (detail::clock::now() < deadline) detail::disarm_timer(id);
+    }
+}
+
+void sleep(std::chrono::nanoseconds d) { sleep_until(detail::clock::now() + d); }
+void sleep_wall(std::chrono::nanoseconds d) { sleep(d); }
+
+bool request_stop(pid p) noexcept {
+    if (auto* s = current_scheduler()) return s->rt->request_stop(p);
+    if (auto* rt = detail::g_active.load(std::memory_order_acquire)) return rt->request_stop(p);
+    return false;
+}
+
+void check() { detail::observe(); }
+
+no_preempt::no_preempt() noexcept : slot_(nullptr) {
+    auto* s = current_scheduler();
+    if (s != nullptr && s->current != nullptr) {
+        slot_ = s->current;
+        ++s->current->no_preempt;
+    }
+}
+
+no_preempt::~no_preempt() {
+    if (slot_ != nullptr) --static_cast<detail::slot*>(slot_)->no_preempt;
+}
+
+}  // namespace smarm

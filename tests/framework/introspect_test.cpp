@@ -1,0 +1,93 @@
+#include <smarm/channel.hpp>
+#include <smarm/introspect.hpp>
+#include <smarm/progress.hpp>
+#include <smarm/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <smarm_test/run.hpp>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+TEST(Introspect, SnapshotSeesParkedChildrenWithParentage) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        smarm::pid me = smarm::self_pid();
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < 3; ++i)
+            hs.push_back(smarm::spawn([&rx = rx, i] {
+                if (i == 0) (void)rx.recv();
+                else smarm::sleep(50ms);
+            }));
+        smarm::sleep(5ms);
+        auto s = smarm::introspect::take_snapshot();
+        EXPECT_EQ(s.version, smarm::introspect::format_version);
+        int children = 0;
+        for (auto& a : s.actors) {
+            if (a.parent == me) {
+                ++children;
+                EXPECT_EQ(a.state, "parked");
+            }
+        }
+        EXPECT_EQ(children, 3);
+        auto info = smarm::introspect::info(hs[0].id());
+        ASSERT_TRUE(info.has_value());
+        EXPECT_EQ(info->parent, me);
+        EXPECT_FALSE(smarm::introspect::info(smarm::pid{hs[0].id().index, 12345}).has_value());
+
+        auto forest = smarm::introspect::tree();
+        ASSERT_EQ(forest.size(), 1u);
+        EXPECT_EQ(forest[0].actor.id, me);
+        EXPECT_EQ(forest[0].children.size(), 3u);
+        auto text = smarm::introspect::render_tree(forest);
+        EXPECT_NE(text.find(me.to_string()), std::string::npos);
+        (void)tx.send(1);
+        for (auto& h : hs) h.join();
+    });
+}
+
+TEST(Introspect, OrphansAreReRootedAndFlagged) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<smarm::pid>();
+        auto [gotx, gorx] = smarm::channel<int>();
+        smarm::spawn([tx = std::move(tx), go = std::move(gorx)]() mutable {
+            auto child = smarm::spawn([go = std::move(go)] { (void)go.recv(); });
+            (void)tx.send(child.id());
+            child.detach();
+        }).join();  // the parent is gone; its child lives on
+        smarm::pid orphan = *rx.recv();
+        auto forest = smarm::introspect::tree();
+        auto it = std::find_if(forest.begin(), forest.end(),
+                               [&](auto& n) { return n.actor.id == orphan; });
+        ASSERT_NE(it, forest.end());
+        EXPECT_TRUE(it->orphan);
+        (void)gotx.send(1);
+    });
+}
+
+TEST(Introspect, MessagesReceivedAreCounted) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        for (int i = 0; i < 5; ++i) (void)tx.send(i);
+        for (int i = 0; i < 5; ++i) (void)rx.recv();
+        auto me = smarm::introspect::info(smarm::self_pid());
+        ASSERT_TRUE(me.has_value());
+        EXPECT_EQ(me->messages_received, 5u);
+    });
+}
+
+void step_a() { SMARM_PROGRESS("introspect_test.step"); }
+void step_b() { SMARM_PROGRESS("introspect_test.step"); }
+
+TEST(Progress, CountersSumByName) {
+    auto before = smarm::progress_point::snapshot()["introspect_test.step"];
+    for (int i = 0; i < 3; ++i) step_a();
+    for (int i = 0; i < 4; ++i) step_b();
+    EXPECT_EQ(smarm::progress_point::snapshot()["introspect_test.step"], before + 7);
+}
+
+}  // namespace

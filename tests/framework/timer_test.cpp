@@ -1,0 +1,75 @@
+#include <smarm/channel.hpp>
+#include <smarm/runtime.hpp>
+#include <smarm/timer.hpp>
+
+#include <gtest/gtest.h>
+
+#include <smarm_test/run.hpp>
+
+using namespace std::chrono_literals;
+using steady = smarm_test::steady;
+
+namespace {
+
+TEST(Timer, SendAfterDeliversNotEarly) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        auto t0 = steady::now();
+        (void)smarm::send_after(20ms, tx, 42);
+        EXPECT_EQ(*rx.recv(), 42);
+        EXPECT_GE(steady::now() - t0, 20ms);
+    });
+}
+
+TEST(Timer, CancelledSendNeverArrives) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        auto id = smarm::send_after(20ms, tx, 1);
+        EXPECT_TRUE(smarm::cancel_timer(id));
+        EXPECT_FALSE(smarm::cancel_timer(id));
+        EXPECT_EQ(rx.recv_timeout(60ms).status, smarm::recv_status::timeout);
+    });
+}
+
+TEST(Timer, CancelAfterFireIsFalse) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        auto id = smarm::send_after_wall(1ms, tx, 1);
+        EXPECT_EQ(*rx.recv(), 1);
+        EXPECT_FALSE(smarm::cancel_timer(id));
+    });
+}
+
+TEST(Timer, SendAfterToDroppedReceiverIsSilent) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        (void)smarm::send_after(2ms, tx, 1);
+        { auto gone = std::move(rx); }
+        smarm::sleep(10ms);
+    });
+}
+
+TEST(Timer, ManySleepersWakeInOrder) {
+    smarm_test::run(
+        [] {
+            auto [tx, rx] = smarm::channel<int>();
+            for (int i = 9; i >= 0; --i)
+                smarm::spawn([tx = tx, i] {
+                    smarm::sleep(std::chrono::milliseconds(5 * i));
+                    (void)tx.send(i);
+                }).detach();
+            for (int i = 0; i < 10; ++i) EXPECT_EQ(*rx.recv(), i);
+        },
+        1);
+}
+
+TEST(Timer, PendingTimersDoNotKeepTheRuntimeAlive) {
+    auto t0 = steady::now();
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        (void)smarm::send_after(60s, tx, 1);
+    });
+    EXPECT_LT(steady::now() - t0, 10s);
+}
+
+}  // namespace

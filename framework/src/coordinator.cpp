@@ -95,7 +95,7 @@ bool coordinator::wake_one() noexcept {
 bool coordinator::wake_one_if_idle() noexcept {
     // Pairs with the fence in park(): the caller's work publication is
     // ordered before this load, the consumer's bit before its re-check.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    dekker_fence();
     if (idle_.load(std::memory_order_relaxed) == 0) return false;
     return wake_one();
 }

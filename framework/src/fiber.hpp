@@ -19,8 +19,9 @@ void fiber_destroy(slot& sl) noexcept;
 /// Scheduler side: run `sl` until it switches back. Returns its reason.
 switch_reason fiber_resume(scheduler& s, slot& sl) noexcept;
 /// Actor side: switch back to the scheduler running us. Returns when some
-/// scheduler resumes the actor again (never for `finish`).
-void fiber_suspend(switch_reason why) noexcept;
+/// scheduler resumes the actor again (never for `finish`), with the actor's
+/// slot: a cheap way to re-check its stop flag without another TLS read.
+slot& fiber_suspend(switch_reason why) noexcept;
 /// Called once per scheduler thread before its loop.
 void fiber_thread_init(scheduler& s) noexcept;
 

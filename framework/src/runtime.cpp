@@ -309,9 +309,9 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
     sl.word.start_running();
     s.current = &sl;
     s.current_gen = state_word::gen_of(sl.word.load());
-    std::uint64_t now = ticks();
-    // A wake-slot actor inherits the running slice (see the design note).
-    if (!from_wake_slot || now >= s.slice_end) s.slice_end = now + slice_ticks_;
+    // A wake-slot actor inherits the running slice (see the design note); if
+    // that slice is spent, its first observation point yields.
+    if (!from_wake_slot) s.slice_end = ticks() + slice_ticks_;
     bump(s.pops);
     switch_reason why = fiber_resume(s, sl);
     s.current = nullptr;
@@ -642,9 +642,16 @@ pid current_pid_or_invalid() noexcept {
 
 std::uint32_t begin_wait() noexcept { return current_scheduler()->current->word.begin_wait(); }
 
+wait_token open_wait(const char* call) {
+    auto [s, sl] = actor_or_throw(call);
+    return {pid{sl->index, s->current_gen}, sl->word.begin_wait()};
+}
+
 void park() {
-    fiber_suspend(switch_reason::park);
-    throw_if_stopped();
+    slot& sl = fiber_suspend(switch_reason::park);
+    // stop_for is 0 unless some stop was requested for this slot's current
+    // or an earlier tenant: one relaxed load on the common path.
+    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
 }
 
 void unpark_at(pid p, std::uint32_t epoch) noexcept {

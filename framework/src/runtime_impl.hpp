@@ -74,6 +74,7 @@ struct scheduler {
     std::vector<stack_mem> stack_cache;
     std::vector<std::uint32_t> slot_cache;  ///< vacant slot indices
     std::vector<timer_heap::fired> fired;
+    void* eh_globals = nullptr;  ///< this thread's __cxa_eh_globals
     void* tsan_fiber = nullptr;
     const void* asan_bottom = nullptr;
     std::size_t asan_size = 0;

@@ -71,12 +71,11 @@ public:
     }
     /// Queued -> Running, by the scheduler that popped the actor.
     void start_running() noexcept {
+        // A plain store is enough: while Queued nobody else writes the word
+        // (unpark_at and stop_wake leave a queued word alone), and the pop
+        // that handed us the actor already synchronized with its enqueuer.
         std::uint64_t w = w_.load(std::memory_order_relaxed);
-        // CAS, not store: a concurrent stop/unpark never writes a queued
-        // word, but keeping it a CAS makes a violated invariant visible.
-        while (!w_.compare_exchange_weak(w, with_state(w, actor_state::running),
-                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
-        }
+        w_.store(with_state(w, actor_state::running), std::memory_order_relaxed);
     }
     /// The actor itself, running: open a new wait. State is kept (a pending
     /// stop notification survives into the new wait).

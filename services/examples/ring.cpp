@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
         for (int i = 1; i < actors; ++i)
             ring.push_back(smarm::spawn([&hops, rx = std::move(rxs[i]), next = txs[(i + 1) % actors]] {
                 while (auto token = rx.recv()) {
+                    if (*token < 0) {  // poison: pass it on and leave the ring
+                        (void)next.send(-1);
+                        return;
+                    }
                     hops.fetch_add(1, std::memory_order_relaxed);
                     if (!next.send(*token + 1).ok()) return;
                 }
@@ -65,7 +69,10 @@ int main(int argc, char** argv) {
             if (now - start >= std::chrono::seconds(seconds)) break;
             (void)txs[1].send(*token + 1);
         }
-        txs.clear();  // close the ring: every actor's recv ends
+        // Each actor holds a sender to the next, so dropping ours cannot close
+        // the ring: a poison token walks it instead.
+        (void)txs[1].send(-1);
+        txs.clear();
         for (auto& h : ring) h.join();
     });
     return 0;

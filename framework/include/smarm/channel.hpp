@@ -286,7 +286,6 @@ private:
     template <class Pred>
     std::optional<T> recv_match_impl(Pred&& pred, const char* call) const {
         detail::observe();
-        pid me = detail::current_pid(call);
         for (;;) {
             {
                 std::lock_guard g(st_->mu);
@@ -297,7 +296,8 @@ private:
                     }
                 }
                 if (st_->senders == 0) return std::nullopt;
-                st_->register_waiter(me, detail::begin_wait(), call);
+                auto w = detail::open_wait(call);
+                st_->register_waiter(w.self, w.epoch, call);
             }
             detail::park();
         }

@@ -30,6 +30,13 @@ pid current_pid(const char* call);
 pid current_pid_or_invalid() noexcept;
 /// Open a new park epoch for the current actor and return it.
 std::uint32_t begin_wait() noexcept;
+/// The current actor and a newly opened wait, in one call. Throws
+/// std::logic_error naming `call` outside an actor.
+struct wait_token {
+    pid self;
+    std::uint32_t epoch;
+};
+wait_token open_wait(const char* call);
 /// Switch away until the open wait is unparked. Throws smarm::stopped when a
 /// stop is pending (and the actor is not already unwinding).
 void park();

@@ -42,7 +42,7 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
 
 bench: build
-	@./loadtest/runtime/compare.sh $(BUILD)
+	@python3 loadtest/runtime/compare.py $(BUILD)
 
 clean:
 	@rm -rf build

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Runtime microbenchmarks: smarm vs Go, as ratios, in interleaved rounds.
+
+Usage: compare.py BUILD_DIR [--rounds N]
+
+Builds ../shared/peers/go_bench (Go's goroutine benchmarks), then runs, for
+each round, Go (GOMAXPROCS=2, one timed rep) and smarm-micro back to back,
+and prints per-target ratios: median and (min..max) over the rounds. The
+machine is shared and noisy: only ratios measured in the same round mean
+anything. Exit status is 0 whatever the numbers (this is a benchmark, not a
+test).
+"""
+import argparse, json, os, re, statistics, subprocess, sys, tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+peers = os.environ.get("SMARM_PEERS", os.path.join(os.path.dirname(root), "shared", "peers"))
+
+
+def build_go(out):
+    src = os.path.join(peers, "go_bench", "main.go")
+    if not os.path.exists(src):
+        sys.exit(f"compare: {src} not found (set SMARM_PEERS to the peers directory)")
+    env = dict(os.environ, GO111MODULE="off", GOCACHE=os.path.join(out, "gocache"))
+    subprocess.run(["go", "build", "-o", os.path.join(out, "go_bench"), src], check=True, env=env)
+    return os.path.join(out, "go_bench")
+
+
+def run_go(exe):
+    env = dict(os.environ, GOMAXPROCS="2")
+    out = subprocess.run([exe, "1"], capture_output=True, text=True, check=True, env=env,
+                         timeout=600).stdout
+    def med(name):
+        m = re.search(name + r"\s+cold=\S+ median=([0-9.]+)", out)
+        return float(m.group(1))
+    mem = float(re.search(r"mem_park_100k\s+rss=([0-9.]+)", out).group(1))
+    return {"skynet_ms": med("skynet_1M_ms"), "spawn_per_s": med("spawn_join_200k_per_s"),
+            "pingpong_ns": med("pingpong_1M_ns_per_rt"), "mem_bytes": mem}
+
+
+def run_smarm(exe):
+    out = subprocess.run([exe, "--benchmark_format=json"], capture_output=True, text=True,
+                         check=True, timeout=900).stdout
+    b = {x["name"].split("/iterations")[0]: x for x in json.loads(out)["benchmarks"]}
+    return {"skynet_ms": b["BM_skynet_1M"]["ms"], "spawn_per_s": b["BM_spawn_join_200k"]["per_s"],
+            "pingpong_ns": b["BM_pingpong_1M"]["ns_per_rt"],
+            "mem_bytes": b["BM_mem_park_100k"]["rss_per_actor"],
+            "ring2": b["BM_ring_scaling/2"]["hops_per_s"], "ring8": b["BM_ring_scaling/8"]["hops_per_s"],
+            "yield_ns": b["BM_yield_1M"]["ns_per_yield"],
+            "sleep_ns": b["BM_timer_churn_100k"]["ns_per_sleep"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    micro = os.path.join(a.build, "loadtest", "runtime", "smarm-micro")
+    with tempfile.TemporaryDirectory() as tmp:
+        go = build_go(tmp)
+        rows = {k: [] for k in ["pingpong", "spawn", "skynet", "mem", "mem_go", "scaling"]}
+        raw = []
+        for r in range(a.rounds):
+            g = run_go(go)
+            s = run_smarm(micro)
+            raw.append({"go": g, "smarm": s})
+            rows["pingpong"].append(s["pingpong_ns"] / g["pingpong_ns"])
+            rows["spawn"].append(s["spawn_per_s"] / g["spawn_per_s"])
+            rows["skynet"].append(s["skynet_ms"] / g["skynet_ms"])
+            rows["mem"].append(s["mem_bytes"])
+            rows["mem_go"].append(s["mem_bytes"] / g["mem_bytes"])
+            rows["scaling"].append(s["ring8"] / s["ring2"])
+            print(f"round {r + 1}: go {g}\n         smarm {s}", flush=True)
+    targets = [
+        ("ping-pong round trip, smarm/Go time", "pingpong", "<= 0.25"),
+        ("spawn+join throughput, smarm/Go", "spawn", ">= 2.0"),
+        ("skynet 1M, smarm/Go time", "skynet", "<= 0.5"),
+        ("RSS per parked actor, bytes", "mem", "<= 4608"),
+        ("RSS per parked actor, smarm/Go", "mem_go", "(report)"),
+        ("ring hops/s, 8 vs 2 schedulers", "scaling", ">= 0.8"),
+    ]
+    print(f"\n| measure | median | min..max | target |\n|---|---|---|---|")
+    for label, key, target in targets:
+        xs = rows[key]
+        print(f"| {label} | {statistics.median(xs):.3g} | {min(xs):.3g}..{max(xs):.3g} | {target} |")
+    print("\nraw:", json.dumps(raw))
+
+
+if __name__ == "__main__":
+    main()

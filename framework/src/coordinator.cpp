@@ -67,7 +67,10 @@ void parker::unpark() noexcept {
     if (state_.exchange(notified, std::memory_order_acq_rel) == parked) futex_wake(&state_, 1);
 }
 
-coordinator::coordinator(unsigned schedulers) : n_(schedulers), origin_(clock::now()) {
+coordinator::coordinator(unsigned schedulers, unsigned awake_cap)
+    : n_(schedulers),
+      awake_cap_(awake_cap == 0 || awake_cap > schedulers ? schedulers : awake_cap),
+      origin_(clock::now()) {
     if (schedulers < 1 || schedulers > 64)
         throw std::invalid_argument("smarm::coordinator: scheduler count must be 1..64 (the idle "
                                     "mask is one 64-bit word); got " +
@@ -96,7 +99,9 @@ bool coordinator::wake_one_if_idle() noexcept {
     // Pairs with the fence in park(): the caller's work publication is
     // ordered before this load, the consumer's bit before its re-check.
     dekker_fence();
-    if (idle_.load(std::memory_order_relaxed) == 0) return false;
+    std::uint64_t mask = idle_.load(std::memory_order_relaxed);
+    if (mask == 0) return false;
+    if (n_ - static_cast<unsigned>(std::popcount(mask)) >= awake_cap_) return false;
     return wake_one();
 }
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include <sched.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -30,6 +32,12 @@ thread_local scheduler* tl_sched = nullptr;
 std::atomic<runtime_impl*> g_active{nullptr};
 
 constexpr std::size_t map_count_reserve = 16384;
+
+unsigned usable_cpus() noexcept {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
 
 runtime_impl& active_or_throw(const char* call) {
     if (scheduler* s = current_scheduler()) return *s->rt;
@@ -133,7 +141,7 @@ runtime_impl::runtime_impl(runtime_config cfg)
                                               ticks_per_ns())),
       slots_(cfg_.max_actors),
       queue_(cfg_.max_actors),
-      coord_(cfg_.schedulers),
+      coord_(cfg_.schedulers, usable_cpus()),
       stacks_(cfg_.stack_size, cfg_.guard_pages, guarded_stack_budget(cfg_)),
       scheds_(std::make_unique<scheduler[]>(cfg_.schedulers)) {
     for (unsigned i = 0; i < cfg_.schedulers; ++i) {

@@ -114,6 +114,28 @@ TEST(Coordinator, WakeOneIfIdleWakesParked) {
     t.join();
 }
 
+TEST(Coordinator, AwakeCapSkipsWakesWhileEnoughSchedulersAreAwake) {
+    coordinator c(4, 2);  // at most 2 kept awake by producers
+    std::atomic<int> woken{0};
+    std::vector<std::thread> ts;
+    auto park = [&](unsigned id) {
+        ts.emplace_back([&, id] {
+            if (c.park(id, std::nullopt, [] { return false; }) == park_result::woken) woken++;
+        });
+    };
+    park(3);
+    park(2);
+    wait_for([&] { return c.idle_mask() == 0b1100u; }, "never parked");
+    EXPECT_FALSE(c.wake_one_if_idle()) << "two schedulers are awake: no wake";
+    park(1);
+    wait_for([&] { return c.idle_mask() == 0b1110u; }, "never parked");
+    EXPECT_TRUE(c.wake_one_if_idle()) << "only one awake: wake one";
+    wait_for([&] { return woken.load() == 1; }, "nobody woke");
+    EXPECT_TRUE(c.wake_one()) << "wake_one itself is not capped";
+    c.wake_all();
+    for (auto& t : ts) t.join();
+}
+
 TEST(Coordinator, TimekeeperRoleIsExclusiveAndRetakeable) {
     coordinator c(2);
     auto d2 = clk::now() + 10s;

@@ -709,6 +709,18 @@ void observe() {
     throw_if_stopped();
 }
 
+void alloc_observe() noexcept {
+    if (runtime_lock_depth != 0) return;
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr) return;
+    const std::uint32_t every = s->rt->config().alloc_check_interval;
+    if (every == 0 || ++s->alloc_count < every) return;
+    s->alloc_count = 0;
+    if (s->current->no_preempt != 0 || ticks() < s->slice_end) return;
+    bump(s->yields);
+    fiber_suspend(switch_reason::yield);
+}
+
 void note_message_received() noexcept {
     scheduler* s = current_scheduler();
     if (s != nullptr && s->current != nullptr)

@@ -68,6 +68,7 @@ struct scheduler {
     slot* current = nullptr;     ///< the actor being run
     std::uint32_t current_gen = 0;
     std::uint64_t slice_end = 0; ///< tick at which the running slice expires
+    std::uint32_t alloc_count = 0;  ///< allocations since the last alloc check
     static constexpr std::uint32_t no_actor = 0xffff'ffffu;
     std::uint32_t wake_slot = no_actor;
     switch_reason why = switch_reason::yield;
@@ -148,7 +149,7 @@ private:
     coordinator coord_;
     stack_pool stacks_;
 
-    std::mutex timers_mu_;
+    spinlock timers_mu_;  // short sections only; a spinlock keeps alloc_preempt out
     timer_heap timers_;                           // guarded by timers_mu_
     std::atomic<std::size_t> timers_pending_{0};  // written under timers_mu_
 

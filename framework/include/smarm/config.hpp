@@ -17,7 +17,14 @@ namespace smarm {
 /// | `stack_size` | address space per actor stack, guard page excluded; only touched pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages |
 /// | `timeslice` | how long an actor runs before an observation point yields it | 1 ms | 10 µs..10 s |
 /// | `guard_pages` | a PROT_NONE page below every stack | true | — |
-/// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation is an observation point (0 = off) | 0 | any |
+/// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
+///
+/// The allocation observation point preempts code that never calls the
+/// runtime, at a price: an allocation becomes a place where the actor can
+/// move to another OS thread, so with it enabled user code must not hold a
+/// std::mutex (or any thread-affine lock) across an allocation; use
+/// smarm::mutex or a no_preempt region. It only yields; stops still wait
+/// for a real observation point.
 struct runtime_config {
     unsigned schedulers = 0;
     std::size_t max_actors = std::size_t{1} << 20;

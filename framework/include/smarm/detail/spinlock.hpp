@@ -13,6 +13,11 @@
 
 namespace smarm::detail {
 
+/// Runtime spinlocks held by this thread. The optional allocation
+/// observation point (alloc_preempt) never switches while it is non-zero,
+/// so an allocation under a runtime lock cannot strand the lock.
+inline thread_local unsigned runtime_lock_depth = 0;
+
 /// A polite spin-wait hint to the CPU.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,7 +33,10 @@ public:
         for (unsigned spins = 0;; ++spins) {
             // acquire: pairs with unlock()'s release, so the critical section
             // of the previous holder happens-before ours.
-            if (!locked_.exchange(true, std::memory_order_acquire)) return;
+            if (!locked_.exchange(true, std::memory_order_acquire)) {
+                ++runtime_lock_depth;
+                return;
+            }
             while (locked_.load(std::memory_order_relaxed)) {
                 if (++spins > 64) {
                     sched_yield();
@@ -40,11 +48,17 @@ public:
         }
     }
     bool try_lock() noexcept {
-        return !locked_.load(std::memory_order_relaxed) &&
-               !locked_.exchange(true, std::memory_order_acquire);
+        if (locked_.load(std::memory_order_relaxed) ||
+            locked_.exchange(true, std::memory_order_acquire))
+            return false;
+        ++runtime_lock_depth;
+        return true;
     }
     // release: publishes the critical section to the next acquirer.
-    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+    void unlock() noexcept {
+        --runtime_lock_depth;
+        locked_.store(false, std::memory_order_release);
+    }
 
 private:
     std::atomic<bool> locked_{false};

@@ -52,6 +52,11 @@ bool wait_is_open(pid p, std::uint32_t epoch) noexcept;
 void observe();
 /// Throws smarm::stopped when a stop is pending for the current actor.
 void throw_if_stopped();
+/// The allocation observation point (alloc_preempt): every
+/// runtime_config::alloc_check_interval-th allocation of an actor yields when
+/// its timeslice is spent. Never throws smarm::stopped, never switches under
+/// a runtime lock or no_preempt.
+void alloc_observe() noexcept;
 /// Count one received message for the current actor (introspection).
 void note_message_received() noexcept;
 

@@ -72,9 +72,10 @@ coordinator::coordinator(unsigned schedulers, unsigned awake_cap)
       awake_cap_(awake_cap == 0 || awake_cap > schedulers ? schedulers : awake_cap),
       origin_(clock::now()) {
     if (schedulers < 1 || schedulers > 64)
-        throw std::invalid_argument("smarm::coordinator: scheduler count must be 1..64 (the idle "
-                                    "mask is one 64-bit word); got " +
-                                    std::to_string(schedulers));
+        throw std::invalid_argument(
+            "smarm::coordinator: scheduler count must be 1..64 (the idle "
+            "mask is one 64-bit word); got " +
+            std::to_string(schedulers));
     parkers_ = std::make_unique<parker[]>(schedulers);
 }
 
@@ -107,7 +108,8 @@ bool coordinator::wake_one_if_idle() noexcept {
 
 void coordinator::wake_all() noexcept {
     idle_.store(0, std::memory_order_release);
-    for (unsigned i = 0; i < n_; ++i) parkers_[i].unpark();
+    for (unsigned i = 0; i < n_; ++i)
+        parkers_[i].unpark();
 }
 
 bool coordinator::try_arm_timer(unsigned id, clock::time_point deadline) noexcept {

@@ -57,14 +57,14 @@ using clock = std::chrono::steady_clock;
 
 /// Futex parker with permit semantics. One thread parks on it at a time.
 class parker {
-public:
+  public:
     /// Block until unparked or `deadline` passes. Returns true when a permit
     /// was consumed, false on timeout.
     bool park(std::optional<clock::time_point> deadline) noexcept;
     /// Deliver a permit; wakes the parked thread if there is one.
     void unpark() noexcept;
 
-private:
+  private:
     static constexpr std::uint32_t empty = 0, parked = 1, notified = 2;
     std::atomic<std::uint32_t> state_{empty};
 };
@@ -76,7 +76,7 @@ enum class park_result {
 };
 
 class coordinator {
-public:
+  public:
     static constexpr std::uint64_t no_deadline = ~std::uint64_t{0};
 
     /// Throws std::invalid_argument unless 1 <= schedulers <= 64.
@@ -142,7 +142,7 @@ public:
     /// before the origin is 0 (always due).
     std::uint64_t nanos(clock::time_point t) const noexcept;
 
-private:
+  private:
     // The seq_cst fence of the Dekker pair. ThreadSanitizer does not model
     // fences (GCC refuses them under -fsanitize=thread), so TSan builds use
     // the other sound resolution the seed documents: a seq_cst RMW on the

@@ -58,7 +58,8 @@ std::optional<actor_info> info(pid p) {
 std::vector<tree_node> tree() {
     snapshot s = take_snapshot();
     std::map<pid, std::size_t> at;
-    for (std::size_t i = 0; i < s.actors.size(); ++i) at[s.actors[i].id] = i;
+    for (std::size_t i = 0; i < s.actors.size(); ++i)
+        at[s.actors[i].id] = i;
     std::map<pid, std::vector<std::size_t>> kids;
     std::vector<std::size_t> roots;
     std::vector<bool> orphan(s.actors.size(), false);
@@ -86,7 +87,8 @@ std::vector<tree_node> tree() {
             auto it = kids.find(s.actors[f.idx].id);
             if (it == kids.end()) continue;
             f.out->children.reserve(it->second.size());
-            for (std::size_t c : it->second) f.out->children.push_back(tree_node{s.actors[c], false, {}});
+            for (std::size_t c : it->second)
+                f.out->children.push_back(tree_node{s.actors[c], false, {}});
             for (std::size_t k = 0; k < it->second.size(); ++k)
                 stack.push_back({it->second[k], &f.out->children[k]});
         }
@@ -101,13 +103,15 @@ std::string render_tree(const std::vector<tree_node>& forest) {
         int depth;
     };
     std::vector<item> stack;
-    for (auto it = forest.rbegin(); it != forest.rend(); ++it) stack.push_back({&*it, 0});
+    for (auto it = forest.rbegin(); it != forest.rend(); ++it)
+        stack.push_back({&*it, 0});
     while (!stack.empty()) {
         item i = stack.back();
         stack.pop_back();
         os << std::string(static_cast<std::size_t>(i.depth) * 2, ' ') << i.n->actor.id << ' '
            << i.n->actor.state;
-        for (auto& nm : i.n->actor.names) os << ' ' << nm;
+        for (auto& nm : i.n->actor.names)
+            os << ' ' << nm;
         if (i.n->orphan) os << " (orphan)";
         os << '\n';
         for (auto it = i.n->children.rbegin(); it != i.n->children.rend(); ++it)

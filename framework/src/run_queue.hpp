@@ -20,10 +20,11 @@
 namespace smarm::detail {
 
 class run_queue {
-public:
+  public:
     explicit run_queue(std::size_t capacity) {
         std::size_t cap = 1;
-        while (cap < capacity) cap <<= 1;
+        while (cap < capacity)
+            cap <<= 1;
         ring_.resize(cap);
         mask_ = cap - 1;
     }
@@ -45,7 +46,7 @@ public:
     bool empty() const noexcept { return size_.load(std::memory_order_seq_cst) == 0; }
     std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
-private:
+  private:
     spinlock mu_;
     std::vector<std::uint32_t> ring_;  // guarded by mu_
     std::size_t mask_ = 0;             // immutable

@@ -41,13 +41,16 @@ unsigned usable_cpus() noexcept {
 
 runtime_impl& active_or_throw(const char* call) {
     if (scheduler* s = current_scheduler()) return *s->rt;
-    throw std::logic_error(std::string(call) + ": called outside an actor (only code running "
-                                               "inside smarm::run may call it)");
+    throw std::logic_error(std::string(call) +
+                           ": called outside an actor (only code running "
+                           "inside smarm::run may call it)");
 }
 }  // namespace
 
 // noipa: a thread_local read must never be cached across a context switch.
-[[gnu::noinline, gnu::noipa]] scheduler* current_scheduler() noexcept { return tl_sched; }
+[[gnu::noinline, gnu::noipa]] scheduler* current_scheduler() noexcept {
+    return tl_sched;
+}
 
 runtime_impl* active_runtime() noexcept {
     if (scheduler* s = current_scheduler()) return s->rt;
@@ -82,12 +85,18 @@ double ticks_per_ns() noexcept {
 
 const char* to_string(actor_state s) noexcept {
     switch (s) {
-        case actor_state::vacant: return "vacant";
-        case actor_state::queued: return "queued";
-        case actor_state::running: return "running";
-        case actor_state::running_notified: return "running_notified";
-        case actor_state::parked: return "parked";
-        case actor_state::done: return "done";
+        case actor_state::vacant:
+            return "vacant";
+        case actor_state::queued:
+            return "queued";
+        case actor_state::running:
+            return "running";
+        case actor_state::running_notified:
+            return "running_notified";
+        case actor_state::parked:
+            return "parked";
+        case actor_state::done:
+            return "done";
     }
     return "?";
 }
@@ -98,23 +107,21 @@ const char* to_string(actor_state s) noexcept {
 
 namespace {
 runtime_config validate(runtime_config c) {
-    if (c.schedulers == 0)
-        c.schedulers = std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
+    if (c.schedulers == 0) c.schedulers = std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
     if (c.schedulers > 64)
-        throw std::invalid_argument("smarm::runtime_config.schedulers = " +
-                                    std::to_string(c.schedulers) +
-                                    ": must be 1..64 (or 0 for the hardware thread count)");
+        throw std::invalid_argument(
+            "smarm::runtime_config.schedulers = " + std::to_string(c.schedulers) +
+            ": must be 1..64 (or 0 for the hardware thread count)");
     if (c.max_actors < 1 || c.max_actors > (std::size_t{1} << 28))
         throw std::invalid_argument("smarm::runtime_config.max_actors = " +
                                     std::to_string(c.max_actors) + ": must be 1..268435456");
     if (c.stack_size < 16 * 1024 || c.stack_size > (std::size_t{1} << 30))
-        throw std::invalid_argument("smarm::runtime_config.stack_size = " +
-                                    std::to_string(c.stack_size) +
-                                    ": must be 16384..1073741824 bytes");
+        throw std::invalid_argument(
+            "smarm::runtime_config.stack_size = " + std::to_string(c.stack_size) +
+            ": must be 16384..1073741824 bytes");
     if (c.timeslice < std::chrono::microseconds(10) || c.timeslice > std::chrono::seconds(10))
         throw std::invalid_argument("smarm::runtime_config.timeslice = " +
-                                    std::to_string(c.timeslice.count()) +
-                                    "ns: must be 10us..10s");
+                                    std::to_string(c.timeslice.count()) + "ns: must be 10us..10s");
     return c;
 }
 
@@ -137,8 +144,8 @@ std::size_t guarded_stack_budget(const runtime_config& c) {
 
 runtime_impl::runtime_impl(runtime_config cfg)
     : cfg_(validate(cfg)),
-      slice_ticks_(static_cast<std::uint64_t>(static_cast<double>(cfg_.timeslice.count()) *
-                                              ticks_per_ns())),
+      slice_ticks_(
+          static_cast<std::uint64_t>(static_cast<double>(cfg_.timeslice.count()) * ticks_per_ns())),
       slots_(cfg_.max_actors),
       queue_(cfg_.max_actors),
       coord_(cfg_.schedulers, usable_cpus()),
@@ -154,7 +161,8 @@ runtime_impl::~runtime_impl() {
     runtime_impl* self = this;
     g_active.compare_exchange_strong(self, nullptr);
     for (unsigned i = 0; i < cfg_.schedulers; ++i)
-        for (auto& st : scheds_[i].stack_cache) stacks_.release(st);
+        for (auto& st : scheds_[i].stack_cache)
+            stacks_.release(st);
 }
 
 // ---------------------------------------------------------------------------
@@ -199,7 +207,8 @@ void runtime_impl::run(unique_function root) {
         });
     }
     schedule_loop(scheds_[0]);
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+        t.join();
 
     // The root's outcome, read before its handle is dropped (the handle pins
     // the slot). Rethrown last, after teardown, so the runtime is reusable.
@@ -217,7 +226,8 @@ void runtime_impl::run(unique_function root) {
         coord_.refresh_deadline(std::nullopt);
     }
     for (unsigned i = 0; i < cfg_.schedulers; ++i) {
-        for (auto& st : scheds_[i].stack_cache) stacks_.release(st);
+        for (auto& st : scheds_[i].stack_cache)
+            stacks_.release(st);
         scheds_[i].stack_cache.clear();
         slots_.release_batch(scheds_[i].slot_cache, 0);
     }
@@ -392,8 +402,8 @@ void runtime_impl::stop_all_live() noexcept {
 // spawn, finish, join
 // ---------------------------------------------------------------------------
 
-spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align,
-                                        const task_vtable* vt, scheduler* on) {
+spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align, const task_vtable* vt,
+                                        scheduler* on) {
     slot* sl = nullptr;
     if (on != nullptr) {
         if (on->slot_cache.empty()) slots_.allocate_batch(on->slot_cache, 32);
@@ -484,7 +494,8 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         sl.word.finish();
         joiners.swap(sl.joiners);
     }
-    for (auto& [p, e] : joiners) unpark_at(p, e);
+    for (auto& [p, e] : joiners)
+        unpark_at(p, e);
     pid me{sl.index, s.current_gen};
     if (me == root_) root_exited_.store(true, std::memory_order_release);
     if (sl.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(sl);
@@ -517,8 +528,9 @@ void runtime_impl::release_handle(pid p) noexcept {
 
 outcome runtime_impl::join(pid p) {
     pid me = current_pid("smarm::join_handle::join");
-    if (me == p) throw std::logic_error("smarm::join_handle::join: actor " + p.to_string() +
-                                        " cannot join itself");
+    if (me == p)
+        throw std::logic_error("smarm::join_handle::join: actor " + p.to_string() +
+                               " cannot join itself");
     slot* sl = slots_.at(p.index);
     observe();
     for (;;) {
@@ -628,8 +640,9 @@ struct actor_ctx {
 actor_ctx actor_or_throw(const char* call) {
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr)
-        throw std::logic_error(std::string(call) + ": called outside an actor (only code running "
-                                                   "inside smarm::run may call it)");
+        throw std::logic_error(std::string(call) +
+                               ": called outside an actor (only code running "
+                               "inside smarm::run may call it)");
     return {s, s->current};
 }
 bool may_throw_stop(slot& sl, std::uint32_t gen) noexcept {
@@ -648,7 +661,9 @@ pid current_pid_or_invalid() noexcept {
     return pid{s->current->index, s->current_gen};
 }
 
-std::uint32_t begin_wait() noexcept { return current_scheduler()->current->word.begin_wait(); }
+std::uint32_t begin_wait() noexcept {
+    return current_scheduler()->current->word.begin_wait();
+}
 
 wait_token open_wait(const char* call) {
     auto [s, sl] = actor_or_throw(call);
@@ -670,7 +685,9 @@ void unpark_at(pid p, std::uint32_t epoch) noexcept {
     }
 }
 
-void retire_wait() noexcept { current_scheduler()->current->word.retire_wait(); }
+void retire_wait() noexcept {
+    current_scheduler()->current->word.retire_wait();
+}
 
 bool wait_is_open(pid p, std::uint32_t epoch) noexcept {
     scheduler* s = current_scheduler();
@@ -723,8 +740,7 @@ void alloc_observe() noexcept {
 
 void note_message_received() noexcept {
     scheduler* s = current_scheduler();
-    if (s != nullptr && s->current != nullptr)
-        bump(s->current->messages);
+    if (s != nullptr && s->current != nullptr) bump(s->current->messages);
 }
 
 std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch) {
@@ -734,8 +750,7 @@ std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t ep
 std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {
     scheduler* s = current_scheduler();
     runtime_impl* rt = s ? s->rt : g_active.load(std::memory_order_acquire);
-    if (rt == nullptr)
-        throw std::logic_error("smarm::send_after: no runtime is running");
+    if (rt == nullptr) throw std::logic_error("smarm::send_after: no runtime is running");
     return rt->arm_call(deadline, std::move(fire));
 }
 
@@ -766,9 +781,13 @@ void spawn_commit(spawn_reservation& r) noexcept {
         fiber_suspend(switch_reason::handoff);
 }
 
-void release_handle(void* rt, pid p) noexcept { static_cast<runtime_impl*>(rt)->release_handle(p); }
+void release_handle(void* rt, pid p) noexcept {
+    static_cast<runtime_impl*>(rt)->release_handle(p);
+}
 
-outcome join_actor(void* rt, pid p) { return static_cast<runtime_impl*>(rt)->join(p); }
+outcome join_actor(void* rt, pid p) {
+    return static_cast<runtime_impl*>(rt)->join(p);
+}
 
 }  // namespace smarm::detail
 
@@ -782,16 +801,24 @@ using detail::current_scheduler;
 
 runtime::runtime(runtime_config cfg) : impl_(std::make_unique<detail::runtime_impl>(cfg)) {}
 runtime::~runtime() = default;
-void runtime::run(detail::unique_function root) { impl_->run(std::move(root)); }
-const runtime_config& runtime::config() const noexcept { return impl_->config(); }
-runtime_stats runtime::stats() const { return impl_->stats(); }
+void runtime::run(detail::unique_function root) {
+    impl_->run(std::move(root));
+}
+const runtime_config& runtime::config() const noexcept {
+    return impl_->config();
+}
+runtime_stats runtime::stats() const {
+    return impl_->stats();
+}
 
 void run(detail::unique_function root, runtime_config cfg) {
     runtime rt(cfg);
     rt.run(std::move(root));
 }
 
-pid self_pid() { return detail::current_pid("smarm::self_pid"); }
+pid self_pid() {
+    return detail::current_pid("smarm::self_pid");
+}
 
 bool in_actor() noexcept {
     auto* s = current_scheduler();
@@ -823,8 +850,12 @@ void sleep_until(std::chrono::steady_clock::time_point deadline) {
     }
 }
 
-void sleep(std::chrono::nanoseconds d) { sleep_until(detail::clock::now() + d); }
-void sleep_wall(std::chrono::nanoseconds d) { sleep(d); }
+void sleep(std::chrono::nanoseconds d) {
+    sleep_until(detail::clock::now() + d);
+}
+void sleep_wall(std::chrono::nanoseconds d) {
+    sleep(d);
+}
 
 bool request_stop(pid p) noexcept {
     if (auto* s = current_scheduler()) return s->rt->request_stop(p);
@@ -832,7 +863,9 @@ bool request_stop(pid p) noexcept {
     return false;
 }
 
-void check() { detail::observe(); }
+void check() {
+    detail::observe();
+}
 
 no_preempt::no_preempt() noexcept : slot_(nullptr) {
     auto* s = current_scheduler();

@@ -64,10 +64,10 @@ struct scheduler {
     unsigned id = 0;             // immutable
 
     // ---- owner thread only ----
-    void* ctx = nullptr;         ///< this thread's fcontext while an actor runs
-    slot* current = nullptr;     ///< the actor being run
+    void* ctx = nullptr;      ///< this thread's fcontext while an actor runs
+    slot* current = nullptr;  ///< the actor being run
     std::uint32_t current_gen = 0;
-    std::uint64_t slice_end = 0; ///< tick at which the running slice expires
+    std::uint64_t slice_end = 0;    ///< tick at which the running slice expires
     std::uint32_t alloc_count = 0;  ///< allocations since the last alloc check
     static constexpr std::uint32_t no_actor = 0xffff'ffffu;
     std::uint32_t wake_slot = no_actor;
@@ -81,8 +81,8 @@ struct scheduler {
     std::size_t asan_size = 0;
 
     // ---- counters (written by the owner, read by stats()) ----
-    std::atomic<std::uint64_t> pops{0}, parks{0}, wakes{0}, yields{0}, overruns{0},
-        timer_fires{0}, spawns{0};
+    std::atomic<std::uint64_t> pops{0}, parks{0}, wakes{0}, yields{0}, overruns{0}, timer_fires{0},
+        spawns{0};
 };
 
 /// Increment a counter that only one thread writes at a time (no lock prefix).
@@ -97,7 +97,7 @@ scheduler* current_scheduler() noexcept;
 runtime_impl* active_runtime() noexcept;
 
 class runtime_impl {
-public:
+  public:
     explicit runtime_impl(runtime_config cfg);
     ~runtime_impl();
 
@@ -133,7 +133,7 @@ public:
     std::atomic<std::uint32_t> io_outstanding{0};
     std::atomic<std::uint32_t> io_fd_waiters{0};
 
-private:
+  private:
     void schedule_loop(scheduler& s);
     std::uint32_t resume(scheduler& s, std::uint32_t idx, bool from_wake_slot);
     void finalize(scheduler& s, slot& sl);
@@ -150,7 +150,7 @@ private:
     stack_pool stacks_;
 
     spinlock timers_mu_;  // short sections only; a spinlock keeps alloc_preempt out
-    timer_heap timers_;                           // guarded by timers_mu_
+    timer_heap timers_;   // guarded by timers_mu_
     std::atomic<std::size_t> timers_pending_{0};  // written under timers_mu_
 
     std::atomic<std::uint64_t> live_{0};

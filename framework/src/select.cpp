@@ -66,7 +66,9 @@ std::optional<std::size_t> select_impl(std::initializer_list<select_arm> arms,
 
 }  // namespace
 
-std::size_t select(std::initializer_list<select_arm> arms) { return *select_impl(arms, std::nullopt); }
+std::size_t select(std::initializer_list<select_arm> arms) {
+    return *select_impl(arms, std::nullopt);
+}
 
 std::optional<std::size_t> select_timeout(std::initializer_list<select_arm> arms,
                                           std::chrono::nanoseconds timeout) {

@@ -44,8 +44,8 @@ struct slot {
     stack_mem stack;
     void* task = nullptr;
     const task_vtable* vt = nullptr;
-    std::uint32_t no_preempt = 0;     ///< no_preempt nesting depth
-    void* eh_caught = nullptr;        ///< saved __cxa_eh_globals while switched out
+    std::uint32_t no_preempt = 0;  ///< no_preempt nesting depth
+    void* eh_caught = nullptr;     ///< saved __cxa_eh_globals while switched out
     unsigned eh_uncaught = 0;
     void* tsan_fiber = nullptr;
     void* asan_fake_stack = nullptr;
@@ -54,8 +54,8 @@ struct slot {
 
     // ---- cold ----
     spinlock cold_mu;
-    pid parent;                                            // guarded by cold_mu
-    std::vector<std::pair<pid, std::uint32_t>> joiners;    // guarded by cold_mu
+    pid parent;                                          // guarded by cold_mu
+    std::vector<std::pair<pid, std::uint32_t>> joiners;  // guarded by cold_mu
 
     bool stop_pending(std::uint32_t gen) const noexcept {
         // relaxed: a late observation only delays the stop to the next
@@ -65,16 +65,18 @@ struct slot {
 };
 
 class slot_table {
-public:
+  public:
     static constexpr std::size_t chunk_bits = 12;
     static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
 
     explicit slot_table(std::size_t capacity)
         : capacity_(capacity), chunks_((capacity + chunk_size - 1) / chunk_size) {
-        for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
+        for (auto& c : chunks_)
+            c.store(nullptr, std::memory_order_relaxed);
     }
     ~slot_table() {
-        for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+        for (auto& c : chunks_)
+            delete[] c.load(std::memory_order_relaxed);
     }
     slot_table(const slot_table&) = delete;
     slot_table& operator=(const slot_table&) = delete;
@@ -134,11 +136,11 @@ public:
         }
     }
 
-private:
+  private:
     std::size_t capacity_;
     std::vector<std::atomic<slot*>> chunks_;
     mutable spinlock mu_;
-    std::vector<std::uint32_t> free_;   // guarded by mu_ (LIFO: reuse warm slots)
+    std::vector<std::uint32_t> free_;    // guarded by mu_ (LIFO: reuse warm slots)
     std::atomic<std::size_t> fresh_{0};  // written under mu_
 };
 

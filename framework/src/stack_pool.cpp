@@ -19,7 +19,9 @@ std::size_t page_size() noexcept {
     static const std::size_t p = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     return p;
 }
-std::size_t round_up(std::size_t n, std::size_t to) noexcept { return (n + to - 1) / to * to; }
+std::size_t round_up(std::size_t n, std::size_t to) noexcept {
+    return (n + to - 1) / to * to;
+}
 }  // namespace
 
 stack_pool::stack_pool(std::size_t usable, bool guard, std::size_t max_stacks)
@@ -27,7 +29,9 @@ stack_pool::stack_pool(std::size_t usable, bool guard, std::size_t max_stacks)
       guard_(guard ? page_size() : 0),
       max_stacks_(max_stacks) {}
 
-stack_pool::~stack_pool() { trim(0); }
+stack_pool::~stack_pool() {
+    trim(0);
+}
 
 stack_mem stack_pool::acquire() {
     {
@@ -61,8 +65,8 @@ stack_mem stack_pool::acquire() {
         std::lock_guard g(mu_);
         --mapped_;
         throw spawn_error(std::string("smarm::spawn: mprotect of a stack guard page failed (") +
-                          std::strerror(e) + "); vm.max_map_count=" +
-                          std::to_string(read_max_map_count()) +
+                          std::strerror(e) +
+                          "); vm.max_map_count=" + std::to_string(read_max_map_count()) +
                           " is likely too low: raise it (see README, Deployment)");
     }
     return stack_mem{static_cast<char*>(p), total, guard_};
@@ -83,7 +87,8 @@ void stack_pool::trim(std::size_t keep) noexcept {
             --mapped_;
         }
     }
-    for (auto& s : drop) munmap(s.base, s.size);
+    for (auto& s : drop)
+        munmap(s.base, s.size);
 }
 
 std::size_t stack_pool::pooled() const noexcept {

@@ -24,9 +24,9 @@
 namespace smarm::detail {
 
 struct stack_mem {
-    char* base = nullptr;    ///< lowest address (the guard page when guarded)
-    std::size_t size = 0;    ///< total mapping size
-    std::size_t guard = 0;   ///< guard bytes at the bottom
+    char* base = nullptr;   ///< lowest address (the guard page when guarded)
+    std::size_t size = 0;   ///< total mapping size
+    std::size_t guard = 0;  ///< guard bytes at the bottom
     char* top() const noexcept { return base + size; }
     char* bottom() const noexcept { return base + guard; }
     std::size_t usable() const noexcept { return size - guard; }
@@ -34,7 +34,7 @@ struct stack_mem {
 };
 
 class stack_pool {
-public:
+  public:
     /// `usable` is rounded up to whole pages; `max_stacks` bounds the number
     /// of stacks mapped at once (0 = unbounded).
     stack_pool(std::size_t usable, bool guard, std::size_t max_stacks);
@@ -51,7 +51,7 @@ public:
     std::size_t mapped() const noexcept { return mapped_; }
     std::size_t pooled() const noexcept;
 
-private:
+  private:
     std::size_t usable_, guard_, max_stacks_;
     mutable spinlock mu_;
     std::vector<stack_mem> free_;  // guarded by mu_

@@ -46,7 +46,7 @@ enum class actor_state : std::uint8_t {
 const char* to_string(actor_state s) noexcept;
 
 class state_word {
-public:
+  public:
     static constexpr std::uint64_t state_mask = 0x7;
     static constexpr std::uint64_t epoch_mask = 0x1fff'ffff;  // 29 bits
 
@@ -54,7 +54,9 @@ public:
         return (std::uint64_t{gen} << 32) | (std::uint64_t{epoch & epoch_mask} << 3) |
                static_cast<std::uint64_t>(s);
     }
-    static std::uint32_t gen_of(std::uint64_t w) noexcept { return static_cast<std::uint32_t>(w >> 32); }
+    static std::uint32_t gen_of(std::uint64_t w) noexcept {
+        return static_cast<std::uint32_t>(w >> 32);
+    }
     static std::uint32_t epoch_of(std::uint64_t w) noexcept {
         return static_cast<std::uint32_t>((w >> 3) & epoch_mask);
     }
@@ -84,8 +86,8 @@ public:
         std::uint64_t n;
         do {
             n = pack(gen_of(w), epoch_of(w) + 1, state_of(w));
-        } while (!w_.compare_exchange_weak(w, n, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed));
+        } while (
+            !w_.compare_exchange_weak(w, n, std::memory_order_acq_rel, std::memory_order_relaxed));
         return epoch_of(n);
     }
     /// Any thread. Returns true when the caller won Parked -> Queued and must
@@ -151,9 +153,8 @@ public:
     /// wakers of the old one are inert) and RunningNotified -> Running.
     void retire_wait() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
-        while (!w_.compare_exchange_weak(
-            w, pack(gen_of(w), epoch_of(w) + 1, actor_state::running), std::memory_order_acq_rel,
-            std::memory_order_relaxed)) {
+        while (!w_.compare_exchange_weak(w, pack(gen_of(w), epoch_of(w) + 1, actor_state::running),
+                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
         }
     }
     /// Scheduler, finalize: -> Done.
@@ -171,7 +172,7 @@ public:
         return next;
     }
 
-private:
+  private:
     static std::uint64_t with_state(std::uint64_t w, actor_state s) noexcept {
         return (w & ~state_mask) | static_cast<std::uint64_t>(s);
     }

@@ -25,7 +25,7 @@
 namespace smarm::detail {
 
 class timer_heap {
-public:
+  public:
     using time_point = std::chrono::steady_clock::time_point;
 
     struct fired {
@@ -45,7 +45,7 @@ public:
     bool empty() const noexcept { return heap_.empty(); }
     void clear() noexcept;
 
-private:
+  private:
     static constexpr std::uint32_t npos = 0xffff'ffffu;
     struct entry {
         time_point deadline;

@@ -43,10 +43,12 @@ long long skynet(long long num, long long size) {
     auto [tx, rx] = smarm::channel<long long>();
     long long child = size / 10;
     for (long long i = 0; i < 10; ++i)
-        smarm::spawn([tx = tx, n = num + i * child, child] { (void)tx.send(skynet(n, child)); })
-            .detach();
+        smarm::spawn([tx = tx, n = num + i * child, child] {
+            (void)tx.send(skynet(n, child));
+        }).detach();
     long long sum = 0;
-    for (int i = 0; i < 10; ++i) sum += *rx.recv();
+    for (int i = 0; i < 10; ++i)
+        sum += *rx.recv();
     return sum;
 }
 
@@ -72,8 +74,10 @@ void BM_spawn_join_200k(benchmark::State& state) {
         rt.run([] {
             std::vector<smarm::join_handle> hs;
             hs.reserve(n);
-            for (int i = 0; i < n; ++i) hs.push_back(smarm::spawn([] {}));
-            for (auto& h : hs) h.join();
+            for (int i = 0; i < n; ++i)
+                hs.push_back(smarm::spawn([] {}));
+            for (auto& h : hs)
+                h.join();
         });
         per_s = n / (ms_since(t0) / 1000.0);
     }
@@ -89,7 +93,8 @@ void BM_pingpong_1M(benchmark::State& state) {
             auto [ptx, prx] = smarm::channel<int>();
             auto [qtx, qrx] = smarm::channel<int>();
             auto echo = smarm::spawn([prx = std::move(prx), qtx = std::move(qtx)] {
-                while (auto v = prx.recv()) (void)qtx.send(*v);
+                while (auto v = prx.recv())
+                    (void)qtx.send(*v);
             });
             auto t0 = steady::now();
             for (int i = 0; i < n; ++i) {
@@ -132,11 +137,13 @@ void BM_mem_park_100k(benchmark::State& state) {
                     (void)rx.recv();
                 }));
             }
-            while (parked.load() < n) smarm::yield_now();
+            while (parked.load() < n)
+                smarm::yield_now();
             smarm::sleep(std::chrono::milliseconds(5));
             per = static_cast<double>(rss_bytes() - r0) / n;
             inboxes.clear();
-            for (auto& h : hs) h.join();
+            for (auto& h : hs)
+                h.join();
         });
     }
     state.counters["rss_per_actor"] = per;
@@ -149,10 +156,12 @@ void BM_yield_1M(benchmark::State& state) {
     for (auto _ : state) {
         rt.run([&] {
             auto other = smarm::spawn([] {
-                for (int i = 0; i < n; ++i) smarm::yield_now();
+                for (int i = 0; i < n; ++i)
+                    smarm::yield_now();
             });
             auto t0 = steady::now();
-            for (int i = 0; i < n; ++i) smarm::yield_now();
+            for (int i = 0; i < n; ++i)
+                smarm::yield_now();
             ns = ms_since(t0) * 1e6 / (2.0 * n);
             other.join();
         });
@@ -173,7 +182,8 @@ void BM_timer_churn_100k(benchmark::State& state) {
                     for (int i = 0; i < per; ++i)
                         smarm::sleep(std::chrono::microseconds((a * 7 + i) % 50));
                 }));
-            for (auto& h : hs) h.join();
+            for (auto& h : hs)
+                h.join();
         });
         ns = ms_since(t0) * 1e6 / (actors * per);
     }
@@ -199,28 +209,31 @@ void BM_ring_scaling(benchmark::State& state) {
             auto [done_tx, done_rx] = smarm::channel<int>();
             std::vector<smarm::join_handle> hs;
             for (int i = 0; i < actors; ++i)
-                hs.push_back(smarm::spawn([&hops, rx = std::move(rxs[i]), next = txs[(i + 1) % actors],
-                                           done = done_tx] {
-                    while (auto t = rx.recv()) {
-                        if (*t < 0) {  // poison: pass it on and leave the ring
-                            (void)next.send(-1);
-                            return;
+                hs.push_back(smarm::spawn(
+                    [&hops, rx = std::move(rxs[i]), next = txs[(i + 1) % actors], done = done_tx] {
+                        while (auto t = rx.recv()) {
+                            if (*t < 0) {  // poison: pass it on and leave the ring
+                                (void)next.send(-1);
+                                return;
+                            }
+                            hops.fetch_add(1, std::memory_order_relaxed);
+                            if (*t == 0) {
+                                (void)done.send(1);
+                                continue;
+                            }
+                            (void)next.send(*t - 1);
                         }
-                        hops.fetch_add(1, std::memory_order_relaxed);
-                        if (*t == 0) {
-                            (void)done.send(1);
-                            continue;
-                        }
-                        (void)next.send(*t - 1);
-                    }
-                }));
-            for (int k = 0; k < tokens; ++k) (void)txs[(k * 10) % actors].send(hops_per_token);
-            for (int k = 0; k < tokens; ++k) (void)done_rx.recv();
+                    }));
+            for (int k = 0; k < tokens; ++k)
+                (void)txs[(k * 10) % actors].send(hops_per_token);
+            for (int k = 0; k < tokens; ++k)
+                (void)done_rx.recv();
             // Every actor holds a sender to the next one, so closing our
             // senders cannot end the ring: a poison token does.
             (void)txs[0].send(-1);
             txs.clear();
-            for (auto& h : hs) h.join();
+            for (auto& h : hs)
+                h.join();
         });
         hops_per_s = static_cast<double>(hops.load()) / (ms_since(t0) / 1000.0);
     }

@@ -37,16 +37,17 @@ int main(int argc, char** argv) {
         }
         std::vector<smarm::join_handle> ring;
         for (int i = 1; i < actors; ++i)
-            ring.push_back(smarm::spawn([&hops, rx = std::move(rxs[i]), next = txs[(i + 1) % actors]] {
-                while (auto token = rx.recv()) {
-                    if (*token < 0) {  // poison: pass it on and leave the ring
-                        (void)next.send(-1);
-                        return;
+            ring.push_back(
+                smarm::spawn([&hops, rx = std::move(rxs[i]), next = txs[(i + 1) % actors]] {
+                    while (auto token = rx.recv()) {
+                        if (*token < 0) {  // poison: pass it on and leave the ring
+                            (void)next.send(-1);
+                            return;
+                        }
+                        hops.fetch_add(1, std::memory_order_relaxed);
+                        if (!next.send(*token + 1).ok()) return;
                     }
-                    hops.fetch_add(1, std::memory_order_relaxed);
-                    if (!next.send(*token + 1).ok()) return;
-                }
-            }));
+                }));
         // The root is actor 0: it injects the token and reports.
         auto& rx0 = rxs[0];
         (void)txs[1].send(0);
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
         // the ring: a poison token walks it instead.
         (void)txs[1].send(-1);
         txs.clear();
-        for (auto& h : ring) h.join();
+        for (auto& h : ring)
+            h.join();
     });
     return 0;
 }

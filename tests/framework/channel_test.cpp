@@ -18,7 +18,8 @@ TEST(Channel, FifoAndCloseAfterDrain) {
     smarm_test::run([] {
         auto [tx, rx] = smarm::channel<int>();
         auto h = smarm::spawn([tx = std::move(tx)] {
-            for (int i = 0; i < 1000; ++i) ASSERT_TRUE(tx.send(i).ok());
+            for (int i = 0; i < 1000; ++i)
+                ASSERT_TRUE(tx.send(i).ok());
         });
         for (int i = 0; i < 1000; ++i) {
             auto v = rx.recv();
@@ -43,7 +44,8 @@ TEST(Channel, SendToDroppedReceiverHandsTheMessageBack) {
 TEST(Channel, ReceiverDestructionReleasesQueuedValuesAtOnce) {
     auto [tx, rx] = smarm::channel<std::shared_ptr<int>>();
     auto v = std::make_shared<int>(1);
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(tx.send(v).ok());
+    for (int i = 0; i < 5; ++i)
+        ASSERT_TRUE(tx.send(v).ok());
     EXPECT_EQ(v.use_count(), 6);
     { auto gone = std::move(rx); }
     EXPECT_EQ(v.use_count(), 1) << "queued values must be destroyed with the receiver";
@@ -103,7 +105,8 @@ TEST(Channel, RecvTimeoutReportsClosed) {
 TEST(Channel, RecvMatchSkipsAndKeepsOrder) {
     smarm_test::run([] {
         auto [tx, rx] = smarm::channel<int>();
-        for (int i : {1, 2, 3, 4}) (void)tx.send(i);
+        for (int i : {1, 2, 3, 4})
+            (void)tx.send(i);
         auto even = rx.recv_match([](int v) { return v % 2 == 0; });
         EXPECT_EQ(*even, 2);
         EXPECT_EQ(rx.try_recv_match([](int v) { return v > 10; }).status,
@@ -160,7 +163,8 @@ TEST(Channel, PingPongManyRounds) {
         auto [atx, arx] = smarm::channel<int>();
         auto [btx, brx] = smarm::channel<int>();
         auto h = smarm::spawn([arx = std::move(arx), btx = std::move(btx)] {
-            while (auto v = arx.recv()) (void)btx.send(*v + 1);
+            while (auto v = arx.recv())
+                (void)btx.send(*v + 1);
         });
         int v = 0;
         for (int i = 0; i < 100000; ++i) {

@@ -74,7 +74,8 @@ TEST(Coordinator, WakeOneWakesExactlyOneOfFour) {
     EXPECT_EQ(woken.load(), 1u) << "wake_one woke more than one";
     EXPECT_EQ(std::popcount(c.idle_mask()), 3);
     c.wake_all();
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+        t.join();
     EXPECT_EQ(woken.load(), n);
     EXPECT_EQ(c.idle_mask(), 0u);
 }
@@ -96,7 +97,8 @@ TEST(Coordinator, WakeOnePrefersHighestBit) {
     wait_for([&] { return first.load() != -1; }, "nobody woke");
     EXPECT_EQ(first.load(), 2);
     c.wake_all();
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+        t.join();
 }
 
 TEST(Coordinator, WakeOneOnEmptyMaskIsNoop) {
@@ -108,7 +110,8 @@ TEST(Coordinator, WakeOneOnEmptyMaskIsNoop) {
 
 TEST(Coordinator, WakeOneIfIdleWakesParked) {
     coordinator c(1);
-    std::thread t([&] { EXPECT_EQ(c.park(0, std::nullopt, [] { return false; }), park_result::woken); });
+    std::thread t(
+        [&] { EXPECT_EQ(c.park(0, std::nullopt, [] { return false; }), park_result::woken); });
     wait_for([&] { return c.idle_mask() != 0; }, "never parked");
     EXPECT_TRUE(c.wake_one_if_idle());
     t.join();
@@ -133,7 +136,8 @@ TEST(Coordinator, AwakeCapSkipsWakesWhileEnoughSchedulersAreAwake) {
     wait_for([&] { return woken.load() == 1; }, "nobody woke");
     EXPECT_TRUE(c.wake_one()) << "wake_one itself is not capped";
     c.wake_all();
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+        t.join();
 }
 
 TEST(Coordinator, TimekeeperRoleIsExclusiveAndRetakeable) {
@@ -256,7 +260,8 @@ TEST(Coordinator, NoLostWakeUnderStress) {
         queue.fetch_add(1);
         c.wake_one_if_idle();
     }
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+        t.join();
     EXPECT_EQ(consumed.load(), items);
 }
 

@@ -15,15 +15,15 @@ namespace {
 
 TEST(Introspect, SnapshotSeesParkedChildrenWithParentage) {
     smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
         smarm::pid me = smarm::self_pid();
+        std::vector<smarm::sender<int>> txs;
         std::vector<smarm::join_handle> hs;
-        for (int i = 0; i < 3; ++i)
-            hs.push_back(smarm::spawn([&rx = rx, i] {
-                if (i == 0) (void)rx.recv();
-                else smarm::sleep(50ms);
-            }));
-        smarm::sleep(5ms);
+        for (int i = 0; i < 3; ++i) {
+            auto [tx, rx] = smarm::channel<int>();
+            txs.push_back(std::move(tx));
+            // Work-first spawn: each child is parked in recv when spawn returns.
+            hs.push_back(smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); }));
+        }
         auto s = smarm::introspect::take_snapshot();
         EXPECT_EQ(s.version, smarm::introspect::format_version);
         int children = 0;
@@ -45,8 +45,9 @@ TEST(Introspect, SnapshotSeesParkedChildrenWithParentage) {
         EXPECT_EQ(forest[0].children.size(), 3u);
         auto text = smarm::introspect::render_tree(forest);
         EXPECT_NE(text.find(me.to_string()), std::string::npos);
-        (void)tx.send(1);
-        for (auto& h : hs) h.join();
+        txs.clear();
+        for (auto& h : hs)
+            h.join();
     });
 }
 
@@ -72,21 +73,29 @@ TEST(Introspect, OrphansAreReRootedAndFlagged) {
 TEST(Introspect, MessagesReceivedAreCounted) {
     smarm_test::run([] {
         auto [tx, rx] = smarm::channel<int>();
-        for (int i = 0; i < 5; ++i) (void)tx.send(i);
-        for (int i = 0; i < 5; ++i) (void)rx.recv();
+        for (int i = 0; i < 5; ++i)
+            (void)tx.send(i);
+        for (int i = 0; i < 5; ++i)
+            (void)rx.recv();
         auto me = smarm::introspect::info(smarm::self_pid());
         ASSERT_TRUE(me.has_value());
         EXPECT_EQ(me->messages_received, 5u);
     });
 }
 
-void step_a() { SMARM_PROGRESS("introspect_test.step"); }
-void step_b() { SMARM_PROGRESS("introspect_test.step"); }
+void step_a() {
+    SMARM_PROGRESS("introspect_test.step");
+}
+void step_b() {
+    SMARM_PROGRESS("introspect_test.step");
+}
 
 TEST(Progress, CountersSumByName) {
     auto before = smarm::progress_point::snapshot()["introspect_test.step"];
-    for (int i = 0; i < 3; ++i) step_a();
-    for (int i = 0; i < 4; ++i) step_b();
+    for (int i = 0; i < 3; ++i)
+        step_a();
+    for (int i = 0; i < 4; ++i)
+        step_b();
     EXPECT_EQ(smarm::progress_point::snapshot()["introspect_test.step"], before + 7);
 }
 

@@ -30,7 +30,8 @@ TEST(Mutex, MutualExclusionAcrossYields) {
                         inside.fetch_sub(1);
                     }
                 }));
-            for (auto& h : hs) h.join();
+            for (auto& h : hs)
+                h.join();
             EXPECT_EQ(*m.lock(), 16 * 200);
         },
         4);
@@ -46,7 +47,8 @@ TEST(Mutex, FifoHandOff) {
             smarm::sleep(2ms);  // queue them in order
         }
         g.unlock();
-        for (auto& h : hs) h.join();
+        for (auto& h : hs)
+            h.join();
         EXPECT_EQ(*m.lock(), (std::vector<int>{0, 1, 2, 3, 4}));
     });
 }

@@ -100,8 +100,10 @@ TEST(Runtime, RunTwiceSequentially) {
         std::atomic<int> n{0};
         rt.run([&] {
             std::vector<smarm::join_handle> hs;
-            for (int i = 0; i < 100; ++i) hs.push_back(smarm::spawn([&] { n.fetch_add(1); }));
-            for (auto& h : hs) h.join();
+            for (int i = 0; i < 100; ++i)
+                hs.push_back(smarm::spawn([&] { n.fetch_add(1); }));
+            for (auto& h : hs)
+                h.join();
         });
         EXPECT_EQ(n.load(), 100);
     }
@@ -122,7 +124,8 @@ TEST(Runtime, SleepFiresUnderSaturation) {
             smarm::sleep(10ms);
             auto dt = steady::now() - t0;
             stop = true;
-            for (auto& s : spinners) s.join();
+            for (auto& s : spinners)
+                s.join();
             EXPECT_GE(dt, 10ms);
             EXPECT_LT(dt, 500ms) << "busy-path timer firing is broken";
         },
@@ -167,9 +170,11 @@ TEST(Runtime, RequestStopSpinningActorAtCheck) {
         std::atomic<bool> spinning{false};
         auto h = smarm::spawn([&] {
             spinning = true;
-            for (;;) SMARM_CHECK();
+            for (;;)
+                SMARM_CHECK();
         });
-        while (!spinning) smarm::yield_now();
+        while (!spinning)
+            smarm::yield_now();
         EXPECT_TRUE(smarm::request_stop(h.id()));
         EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
     });
@@ -182,13 +187,16 @@ TEST(Runtime, SwallowedStopIsThrownAgain) {
         auto h = smarm::spawn([&] {
             ready = true;
             try {
-                for (;;) smarm::check();
+                for (;;)
+                    smarm::check();
             } catch (...) {
                 caught.fetch_add(1);  // swallowed
             }
-            for (;;) smarm::check();  // the next observation point throws again
+            for (;;)
+                smarm::check();  // the next observation point throws again
         });
-        while (!ready) smarm::yield_now();
+        while (!ready)
+            smarm::yield_now();
         smarm::request_stop(h.id());
         EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
         EXPECT_EQ(caught.load(), 1);
@@ -202,12 +210,14 @@ TEST(Runtime, StoppedIsNotAStdException) {
         auto h = smarm::spawn([&] {
             ready = true;
             try {
-                for (;;) smarm::check();
+                for (;;)
+                    smarm::check();
             } catch (const std::exception&) {
                 ADD_FAILURE() << "stopped caught as std::exception";
             }
         });
-        while (!ready) smarm::yield_now();
+        while (!ready)
+            smarm::yield_now();
         smarm::request_stop(h.id());
         EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
     });
@@ -240,12 +250,15 @@ TEST(Runtime, NoPreemptDefersStop) {
                 smarm::no_preempt np;
                 ready = true;
                 auto t0 = steady::now();
-                while (steady::now() - t0 < 20ms) smarm::check();  // must not throw
+                while (steady::now() - t0 < 20ms)
+                    smarm::check();  // must not throw
                 passed_region = true;
             }
-            for (;;) smarm::check();
+            for (;;)
+                smarm::check();
         });
-        while (!ready) smarm::yield_now();
+        while (!ready)
+            smarm::yield_now();
         smarm::request_stop(h.id());
         EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
         EXPECT_TRUE(passed_region.load());
@@ -258,7 +271,8 @@ TEST(Runtime, TimeslicePreemptsSpinnerAtCheck) {
         [] {
             std::atomic<bool> other_ran{false};
             auto spinner = smarm::spawn([&] {
-                while (!other_ran.load()) SMARM_CHECK();
+                while (!other_ran.load())
+                    SMARM_CHECK();
             });
             auto other = smarm::spawn([&] { other_ran = true; });
             other.join();
@@ -300,7 +314,8 @@ TEST(Runtime, ExceptionStateTravelsWithTheActor) {
                         try {
                             throw std::runtime_error(std::to_string(i));
                         } catch (...) {
-                            for (int k = 0; k < 20; ++k) smarm::yield_now();
+                            for (int k = 0; k < 20; ++k)
+                                smarm::yield_now();
                             EXPECT_EQ(std::uncaught_exceptions(), 0);
                             throw;
                         }
@@ -308,7 +323,8 @@ TEST(Runtime, ExceptionStateTravelsWithTheActor) {
                         if (std::string(e.what()) == std::to_string(i)) good.fetch_add(1);
                     }
                 }));
-            for (auto& h : hs) h.join();
+            for (auto& h : hs)
+                h.join();
             EXPECT_EQ(good.load(), 64);
         },
         4);
@@ -317,7 +333,8 @@ TEST(Runtime, ExceptionStateTravelsWithTheActor) {
 TEST(Runtime, StatsCountSpawns) {
     smarm::runtime rt(smarm_test::config(2));
     rt.run([] {
-        for (int i = 0; i < 10; ++i) smarm::spawn([] {}).join();
+        for (int i = 0; i < 10; ++i)
+            smarm::spawn([] {}).join();
     });
     EXPECT_EQ(rt.stats().spawns, 11u);  // + the root
     EXPECT_EQ(rt.stats().live_actors, 0u);

@@ -43,7 +43,8 @@ TEST(Select, ClosedArmIsPermanentlyReady) {
         auto [atx, arx] = smarm::channel<int>();
         auto [btx, brx] = smarm::channel<int>();
         { auto gone = std::move(atx); }
-        for (int i = 0; i < 3; ++i) EXPECT_EQ(smarm::select({arx, brx}), 0u);
+        for (int i = 0; i < 3; ++i)
+            EXPECT_EQ(smarm::select({arx, brx}), 0u);
         EXPECT_EQ(arx.try_recv().status, smarm::recv_status::closed);
         (void)btx;
     });
@@ -66,12 +67,12 @@ TEST(Select, LoserArmWakeAfterParkedSelectStaysPrecise) {
         auto t0 = steady::now();
         smarm::sleep(50ms);
         EXPECT_GE(steady::now() - t0, 50ms) << "a stale loser-arm wake ended the sleep";
-        EXPECT_EQ(smarm::select({arx, brx}), 0u);  // a closed (sender exited)
+        h.join();                                  // the sender exits: arm a closes
+        EXPECT_EQ(smarm::select({arx, brx}), 0u);  // a closed arm is ready first
         EXPECT_EQ(arx.try_recv().status, smarm::recv_status::ok);
         EXPECT_EQ(arx.try_recv().status, smarm::recv_status::closed);
         EXPECT_EQ(smarm::select({brx}), 0u);
         EXPECT_EQ(*brx.try_recv().value, 2);
-        h.join();
     });
 }
 

@@ -17,10 +17,12 @@ long long skynet(long long num, long long size) {
     auto [tx, rx] = smarm::channel<long long>();
     long long child = size / 10;
     for (long long i = 0; i < 10; ++i)
-        smarm::spawn([tx = tx, n = num + i * child, child] { (void)tx.send(skynet(n, child)); })
-            .detach();
+        smarm::spawn([tx = tx, n = num + i * child, child] {
+            (void)tx.send(skynet(n, child));
+        }).detach();
     long long sum = 0;
-    for (int i = 0; i < 10; ++i) sum += *rx.recv();
+    for (int i = 0; i < 10; ++i)
+        sum += *rx.recv();
     return sum;
 }
 

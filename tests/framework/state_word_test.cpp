@@ -7,7 +7,9 @@ using smarm::detail::state_word;
 
 namespace {
 
-actor_state state(const state_word& w) { return state_word::state_of(w.load()); }
+actor_state state(const state_word& w) {
+    return state_word::state_of(w.load());
+}
 
 TEST(StateWord, UnparkOnlyMatchesTheOpenEpoch) {
     state_word w;

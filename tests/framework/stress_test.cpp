@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <utility>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <smarm_test/run.hpp>
@@ -73,19 +73,27 @@ TEST(Stress, RandomSendsSleepsStopsAccountForEveryMessage) {
                             returned.fetch_add(1);
                         }
                         switch (rng() % 8) {
-                            case 0: smarm::sleep(std::chrono::microseconds(rng() % 300)); break;
-                            case 1: smarm::yield_now(); break;
-                            default: break;
+                            case 0:
+                                smarm::sleep(std::chrono::microseconds(rng() % 300));
+                                break;
+                            case 1:
+                                smarm::yield_now();
+                                break;
+                            default:
+                                break;
                         }
                     }
                 }));
             // Stop a few consumers mid-stream: what they had queued is
             // dropped with their receiver, later sends are handed back.
             smarm::sleep(2ms);
-            for (int c = 0; c < consumers; c += 8) smarm::request_stop(cons[c].id());
-            for (auto& p : prods) p.join();
+            for (int c = 0; c < consumers; c += 8)
+                smarm::request_stop(cons[c].id());
+            for (auto& p : prods)
+                p.join();
             inboxes.clear();  // close every inbox: consumers drain and exit
-            for (auto& c : cons) c.join();
+            for (auto& c : cons)
+                c.join();
         },
         4);
     EXPECT_EQ(sent.load(), producers * per_producer);
@@ -103,9 +111,7 @@ TEST(Stress, SelectAndMutexUnderContention) {
                 int open = 2;
                 bool a_open = true, b_open = true;
                 while (open > 0) {
-                    std::size_t i = a_open && b_open ? smarm::select({arx, brx})
-                                    : a_open         ? 0
-                                                     : 1;
+                    std::size_t i = a_open && b_open ? smarm::select({arx, brx}) : a_open ? 0 : 1;
                     auto& rx = i == 0 ? arx : brx;
                     auto r = rx.try_recv();
                     if (r.status == smarm::recv_status::closed) {
@@ -116,7 +122,8 @@ TEST(Stress, SelectAndMutexUnderContention) {
                     }
                     if (open == 1) {
                         auto& last = a_open ? arx : brx;
-                        while (auto v = last.recv()) *total.lock() += *v;
+                        while (auto v = last.recv())
+                            *total.lock() += *v;
                         open = 0;
                     }
                 }
@@ -129,8 +136,12 @@ TEST(Stress, SelectAndMutexUnderContention) {
                         if (i % 50 == 0) *total.lock() += 0;
                     }
                 }));
-            for (auto& h : hs) h.join();
-            { auto a = std::move(atx); auto b = std::move(btx); }
+            for (auto& h : hs)
+                h.join();
+            {
+                auto a = std::move(atx);
+                auto b = std::move(btx);
+            }
             sink.join();
             EXPECT_EQ(*total.lock(), 16 * 500);
         },
@@ -144,9 +155,11 @@ TEST(Stress, SpawnJoinChurnAcrossSchedulers) {
             std::vector<smarm::join_handle> waves;
             for (int w = 0; w < 8; ++w)
                 waves.push_back(smarm::spawn([&] {
-                    for (int i = 0; i < 2000; ++i) smarm::spawn([&] { n.fetch_add(1); }).join();
+                    for (int i = 0; i < 2000; ++i)
+                        smarm::spawn([&] { n.fetch_add(1); }).join();
                 }));
-            for (auto& w : waves) w.join();
+            for (auto& w : waves)
+                w.join();
             EXPECT_EQ(n.load(), 8 * 2000);
         },
         4);

@@ -58,7 +58,8 @@ TEST(Timer, ManySleepersWakeInOrder) {
                     smarm::sleep(std::chrono::milliseconds(5 * i));
                     (void)tx.send(i);
                 }).detach();
-            for (int i = 0; i < 10; ++i) EXPECT_EQ(*rx.recv(), i);
+            for (int i = 0; i < 10; ++i)
+                EXPECT_EQ(*rx.recv(), i);
         },
         1);
 }

@@ -75,13 +75,13 @@ namespace detail {
 
 template <class T>
 class channel_state final : public select_source {
-public:
+  public:
     spinlock mu;
-    ring<T> queue;                 // guarded by mu
-    pid waiter;                    // guarded by mu: the parked receiver
+    ring<T> queue;  // guarded by mu
+    pid waiter;     // guarded by mu: the parked receiver
     std::uint32_t waiter_epoch = 0;
-    std::size_t senders = 1;       // guarded by mu
-    bool receiver_alive = true;    // guarded by mu
+    std::size_t senders = 1;     // guarded by mu
+    bool receiver_alive = true;  // guarded by mu
 
     bool ready_or_register(pid self, std::uint32_t epoch) override {
         std::lock_guard g(mu);
@@ -94,7 +94,8 @@ public:
         if (waiter.valid() && waiter != self && wait_is_open(waiter, waiter_epoch))
             throw std::logic_error(std::string(call) + ": actor " + self.to_string() +
                                    " waits on a channel whose receiver is already in use by "
-                                   "actor " + waiter.to_string() +
+                                   "actor " +
+                                   waiter.to_string() +
                                    " (a channel has exactly one receiving actor)");
         waiter = self;
         waiter_epoch = epoch;
@@ -109,7 +110,7 @@ class receiver;
 /// The sending half of a channel. Copyable; see the header comment.
 template <class T>
 class sender {
-public:
+  public:
     sender() = default;
     sender(const sender& o) : st_(o.st_) {
         if (st_) {
@@ -168,7 +169,7 @@ public:
     }
     explicit operator bool() const noexcept { return st_ != nullptr; }
 
-private:
+  private:
     template <class U>
     friend std::pair<sender<U>, receiver<U>> channel();
     explicit sender(std::shared_ptr<detail::channel_state<T>> st) : st_(std::move(st)) {}
@@ -194,7 +195,7 @@ private:
 /// The receiving half of a channel. Move-only; see the header comment.
 template <class T>
 class receiver {
-public:
+  public:
     receiver() = default;
     receiver(receiver&&) noexcept = default;
     receiver& operator=(receiver&& o) noexcept {
@@ -278,7 +279,7 @@ public:
     /// For select_arm.
     detail::select_source& select_source() const noexcept { return *st_; }
 
-private:
+  private:
     template <class U>
     friend std::pair<sender<U>, receiver<U>> channel();
     explicit receiver(std::shared_ptr<detail::channel_state<T>> st) : st_(std::move(st)) {}

@@ -12,12 +12,14 @@ namespace smarm {
 ///
 /// | key | meaning | default | valid |
 /// |---|---|---|---|
-/// | `schedulers` | scheduler OS threads (the caller of run() is thread 0) | 0 = hardware threads | 0 or 1..64 |
-/// | `max_actors` | capacity of the slot table (live actors at once) | 1,048,576 | 1..2^28 |
-/// | `stack_size` | address space per actor stack, guard page excluded; only touched pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages |
-/// | `timeslice` | how long an actor runs before an observation point yields it | 1 ms | 10 µs..10 s |
-/// | `guard_pages` | a PROT_NONE page below every stack | true | — |
-/// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
+/// | `schedulers` | scheduler OS threads (the caller of run() is thread 0) | 0 = hardware threads |
+/// 0 or 1..64 | | `max_actors` | capacity of the slot table (live actors at once) | 1,048,576
+/// | 1..2^28 | | `stack_size` | address space per actor stack, guard page excluded; only touched
+/// pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages | | `timeslice` | how long an
+/// actor runs before an observation point yields it | 1 ms | 10 µs..10 s | | `guard_pages` | a
+/// PROT_NONE page below every stack | true | — | | `alloc_check_interval` | with the
+/// `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield
+/// it when its timeslice is spent (0 = off) | 0 | any |
 ///
 /// The allocation observation point preempts code that never calls the
 /// runtime, at a price: an allocation becomes a place where the actor can

@@ -24,15 +24,15 @@ inline constexpr std::uint32_t format_version = 1;
 /// One actor, as seen at one instant.
 struct actor_info {
     pid id;
-    pid parent;                        ///< invalid for the root
-    std::string state;                 ///< queued, running, running_notified, parked, done
-    std::vector<std::string> names;    ///< registered names (empty until the registry)
+    pid parent;                      ///< invalid for the root
+    std::string state;               ///< queued, running, running_notified, parked, done
+    std::vector<std::string> names;  ///< registered names (empty until the registry)
     bool trap_exit = false;
     std::uint32_t monitors = 0;
     std::uint32_t links = 0;
-    std::uint32_t joiners = 0;         ///< actors parked in join() on it
+    std::uint32_t joiners = 0;                   ///< actors parked in join() on it
     std::optional<std::uint64_t> mailbox_depth;  ///< of its registered inbox, if any
-    std::uint64_t overruns = 0;        ///< slices overrun by more than a full slice
+    std::uint64_t overruns = 0;                  ///< slices overrun by more than a full slice
     std::uint64_t messages_received = 0;
     bool stop_requested = false;
 };

@@ -33,14 +33,14 @@ namespace smarm {
 
 /// Thrown by mutex::lock when the lock was not acquired in time.
 class lock_timeout : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
 namespace detail {
 /// The untyped FIFO lock (framework/src/mutex.cpp).
 class mutex_core {
-public:
+  public:
     mutex_core() = default;
     mutex_core(const mutex_core&) = delete;
     mutex_core& operator=(const mutex_core&) = delete;
@@ -49,7 +49,7 @@ public:
     bool try_acquire() noexcept;
     void release() noexcept;
 
-private:
+  private:
     struct waiter {
         pid who;
         std::uint32_t epoch = 0;
@@ -58,18 +58,18 @@ private:
     };
     void remove(waiter* w) noexcept;
     spinlock mu_;
-    bool locked_ = false;       // guarded by mu_
-    waiter* head_ = nullptr;    // guarded by mu_ (waiters live on their stacks)
-    waiter* tail_ = nullptr;    // guarded by mu_
+    bool locked_ = false;     // guarded by mu_
+    waiter* head_ = nullptr;  // guarded by mu_ (waiters live on their stacks)
+    waiter* tail_ = nullptr;  // guarded by mu_
 };
 }  // namespace detail
 
 template <class T>
 class mutex {
-public:
+  public:
     /// Ownership of the lock; gives access to the value. Move-only.
     class guard {
-    public:
+      public:
         guard(guard&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
         guard& operator=(guard&&) = delete;
         guard(const guard&) = delete;
@@ -83,7 +83,7 @@ public:
             if (m_) std::exchange(m_, nullptr)->core_.release();
         }
 
-    private:
+      private:
         friend class mutex;
         explicit guard(mutex* m) noexcept : m_(m) {}
         mutex* m_;
@@ -110,7 +110,7 @@ public:
         return guard(this);
     }
 
-private:
+  private:
     detail::mutex_core core_;
     T value_;
 };

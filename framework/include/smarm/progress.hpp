@@ -17,7 +17,7 @@
 namespace smarm {
 
 class progress_point {
-public:
+  public:
     /// Registers the point under `name` (a string literal: not copied).
     explicit progress_point(const char* name) noexcept;
     progress_point(const progress_point&) = delete;
@@ -31,7 +31,7 @@ public:
     /// Every point's count, summed by name.
     static std::map<std::string, std::uint64_t> snapshot();
 
-private:
+  private:
     const char* name_;
     std::atomic<std::uint64_t> count_{0};
     progress_point* next_ = nullptr;  // immutable after registration

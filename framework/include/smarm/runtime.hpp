@@ -42,7 +42,7 @@ struct stopped {};
 /// Thrown by spawn() when no actor can be created (slot table full, stack
 /// allocation or guard page refused); the message names the limit.
 class spawn_error : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
@@ -95,7 +95,7 @@ class runtime_impl;
 ///
 /// Thread safety: one handle is used by one actor at a time.
 class join_handle {
-public:
+  public:
     join_handle() = default;
     join_handle(pid p, void* rt) noexcept : pid_(p), rt_(rt) {}
     join_handle(join_handle&& o) noexcept : pid_(std::exchange(o.pid_, pid{})), rt_(o.rt_) {}
@@ -129,7 +129,7 @@ public:
         if (pid_.valid()) detail::release_handle(rt_, std::exchange(pid_, pid{}));
     }
 
-private:
+  private:
     smarm::pid pid_;
     void* rt_ = nullptr;
 };
@@ -140,7 +140,7 @@ private:
 /// the object itself is not for concurrent use; actors reach the running
 /// runtime through the free functions below.
 class runtime {
-public:
+  public:
     /// Validates `cfg` (std::invalid_argument names the field and value) and
     /// checks the guard-page budget against vm.max_map_count (see README).
     explicit runtime(runtime_config cfg = {});
@@ -160,7 +160,7 @@ public:
     /// Counters of the last or current run.
     runtime_stats stats() const;
 
-private:
+  private:
     std::unique_ptr<detail::runtime_impl> impl_;
 };
 
@@ -211,13 +211,13 @@ bool in_actor() noexcept;
 /// smarm::stopped (both happen at the first observation point after it
 /// ends). For code that holds an OS-level lock; keep it short. Nests.
 class no_preempt {
-public:
+  public:
     no_preempt() noexcept;
     ~no_preempt();
     no_preempt(const no_preempt&) = delete;
     no_preempt& operator=(const no_preempt&) = delete;
 
-private:
+  private:
     void* slot_;
 };
 

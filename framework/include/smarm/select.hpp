@@ -15,7 +15,7 @@ namespace detail {
 /// Something select() can wait on. Implementations: channel receivers (and,
 /// with the IO layer, fd arms).
 class select_source {
-public:
+  public:
     /// Under the source's own lock: true when ready (a value queued, or
     /// closed); otherwise register (self, epoch) as the waiter to wake.
     virtual bool ready_or_register(pid self, std::uint32_t epoch) = 0;
@@ -23,19 +23,19 @@ public:
     /// sources that need it; channel arms need none: stale wakes are inert).
     virtual void unregister(pid, std::uint32_t) noexcept {}
 
-protected:
+  protected:
     ~select_source() = default;
 };
 }  // namespace detail
 
 /// One arm of a select: a reference to a waitable source (a receiver<T>).
 class select_arm {
-public:
+  public:
     template <class Source>
     select_arm(Source& s) noexcept : src_(&s.select_source()) {}  // NOLINT: implicit by design
     detail::select_source* source() const noexcept { return src_; }
 
-private:
+  private:
     detail::select_source* src_;
 };
 

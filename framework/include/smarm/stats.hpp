@@ -9,11 +9,11 @@ namespace smarm {
 /// Counters of one scheduler thread (monotonic within a run, except
 /// queue_len which is the length of the shared queue when last observed).
 struct scheduler_stats {
-    std::uint64_t pops = 0;       ///< actors resumed
-    std::uint64_t parks = 0;      ///< times the thread parked (idle)
-    std::uint64_t wakes = 0;      ///< times it returned from an idle park
-    std::uint64_t yields = 0;     ///< timeslice expiries that requeued an actor
-    std::uint64_t overruns = 0;   ///< actors that ran past twice their timeslice
+    std::uint64_t pops = 0;      ///< actors resumed
+    std::uint64_t parks = 0;     ///< times the thread parked (idle)
+    std::uint64_t wakes = 0;     ///< times it returned from an idle park
+    std::uint64_t yields = 0;    ///< timeslice expiries that requeued an actor
+    std::uint64_t overruns = 0;  ///< actors that ran past twice their timeslice
     std::uint64_t timer_fires = 0;
     std::uint64_t queue_len = 0;
 };

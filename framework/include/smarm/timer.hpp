@@ -38,6 +38,8 @@ timer_id send_after_wall(std::chrono::nanoseconds delay, sender<T> to, T msg) {
 }
 
 /// Cancels a pending timer: true when it had not fired (it never will).
-inline bool cancel_timer(timer_id id) noexcept { return detail::disarm_timer(id.value); }
+inline bool cancel_timer(timer_id id) noexcept {
+    return detail::disarm_timer(id.value);
+}
 
 }  // namespace smarm

@@ -11,7 +11,7 @@ namespace smarm::detail {
 
 template <class T>
 class ring {
-public:
+  public:
     ring() = default;
     ring(const ring&) = delete;
     ring& operator=(const ring&) = delete;
@@ -53,29 +53,31 @@ public:
     T take(std::size_t i) {
         if (i == 0) return pop_front();
         T v(std::move((*this)[i]));
-        for (std::size_t k = i; k + 1 < size_; ++k) (*this)[k] = std::move((*this)[k + 1]);
+        for (std::size_t k = i; k + 1 < size_; ++k)
+            (*this)[k] = std::move((*this)[k + 1]);
         (*this)[size_ - 1].~T();
         --size_;
         return v;
     }
 
-private:
+  private:
     void grow() {
         std::size_t ncap = cap_ ? cap_ * 2 : 4;
-        T* nb = static_cast<T*>(::operator new(ncap * sizeof(T), std::align_val_t{alignof(T)}));
+        T* nb = static_cast<T*>(::operator new (ncap * sizeof(T), std::align_val_t{alignof(T)}));
         for (std::size_t i = 0; i < size_; ++i) {
             T& src = (*this)[i];
             ::new (&nb[i]) T(std::move(src));
             src.~T();
         }
-        if (buf_) ::operator delete(buf_, std::align_val_t{alignof(T)});
+        if (buf_) ::operator delete (buf_, std::align_val_t{alignof(T)});
         buf_ = nb;
         cap_ = ncap;
         head_ = 0;
     }
     void destroy() noexcept {
-        for (std::size_t i = 0; i < size_; ++i) (*this)[i].~T();
-        if (buf_) ::operator delete(buf_, std::align_val_t{alignof(T)});
+        for (std::size_t i = 0; i < size_; ++i)
+            (*this)[i].~T();
+        if (buf_) ::operator delete (buf_, std::align_val_t{alignof(T)});
         buf_ = nullptr;
         cap_ = head_ = size_ = 0;
     }

@@ -28,7 +28,7 @@ inline void cpu_relax() noexcept {
 }
 
 class spinlock {
-public:
+  public:
     void lock() noexcept {
         for (unsigned spins = 0;; ++spins) {
             // acquire: pairs with unlock()'s release, so the critical section
@@ -60,7 +60,7 @@ public:
         locked_.store(false, std::memory_order_release);
     }
 
-private:
+  private:
     std::atomic<bool> locked_{false};
 };
 

@@ -8,7 +8,7 @@
 namespace smarm::detail {
 
 class unique_function {
-public:
+  public:
     unique_function() = default;
     template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, unique_function>>>
     unique_function(F&& f) : impl_(std::make_unique<model<std::decay_t<F>>>(std::forward<F>(f))) {}
@@ -16,7 +16,7 @@ public:
     void operator()() { impl_->call(); }
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
-private:
+  private:
     struct concept_t {
         virtual ~concept_t() = default;
         virtual void call() = 0;

@@ -22,6 +22,8 @@ inline void run(smarm::detail::unique_function body, unsigned schedulers = 2) {
 }
 
 using steady = std::chrono::steady_clock;
-inline auto since(steady::time_point t0) { return steady::now() - t0; }
+inline auto since(steady::time_point t0) {
+    return steady::now() - t0;
+}
 
 }  // namespace smarm_test

@@ -195,7 +195,7 @@ void runtime_impl::run(unique_function root) {
     }
     ::new (r.storage) root_task(std::move(root));
     root_ = r.id;
-    commit(r, pid{});  // refs = 2: the run() call holds the root's handle
+    commit(r, pid{}, nullptr);  // refs = 2: the run() call holds the root's handle
 
     std::vector<std::thread> threads;
     threads.reserve(cfg_.schedulers - 1);
@@ -357,7 +357,10 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
 }
 
 void runtime_impl::enqueue(std::uint32_t idx) noexcept {
-    scheduler* s = current_scheduler();
+    enqueue_from(current_scheduler(), idx);
+}
+
+void runtime_impl::enqueue_from(scheduler* s, std::uint32_t idx) noexcept {
     if (s != nullptr && s->rt == this) {
         std::uint32_t prev = std::exchange(s->wake_slot, idx);
         if (prev == scheduler::no_actor) return;
@@ -367,9 +370,9 @@ void runtime_impl::enqueue(std::uint32_t idx) noexcept {
     coord_.wake_one_if_idle();
 }
 
-void runtime_impl::unpark_at(pid p, std::uint32_t epoch) noexcept {
+void runtime_impl::unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept {
     slot* sl = slots_.at(p.index);
-    if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue(p.index);
+    if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue_from(caller, p.index);
 }
 
 bool runtime_impl::request_stop(pid p) noexcept {
@@ -458,7 +461,7 @@ void runtime_impl::abandon(spawn_reservation& r) noexcept {
     slots_.release(sl->index);
 }
 
-void runtime_impl::commit(spawn_reservation& r, pid parent) noexcept {
+void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) noexcept {
     auto* sl = static_cast<slot*>(r.slot);
     sl->task = r.storage;
     fiber_init(*sl, reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(r.storage) &
@@ -470,15 +473,13 @@ void runtime_impl::commit(spawn_reservation& r, pid parent) noexcept {
     sl->no_preempt = 0;
     sl->end_kind = exit_kind::exit;
     sl->end_error = nullptr;
-    {
-        std::lock_guard g(sl->cold_mu);
-        sl->parent = parent;
-    }
+    // No cold lock: nobody looks at the slot before word.spawn() publishes it
+    // (release); introspection reads `parent` only after seeing it live.
+    sl->parent = parent;
     live_.fetch_add(1, std::memory_order_acq_rel);  // before the enqueue (verdict)
-    scheduler* on = current_scheduler();
-    bump((on != nullptr && on->rt == this ? *on : scheds_[0]).spawns);
+    bump((caller != nullptr && caller->rt == this ? *caller : scheds_[0]).spawns);
     sl->word.spawn(r.id.generation);
-    enqueue(sl->index);
+    enqueue_from(caller, sl->index);
 }
 
 void runtime_impl::finalize(scheduler& s, slot& sl) {
@@ -495,7 +496,7 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         joiners.swap(sl.joiners);
     }
     for (auto& [p, e] : joiners)
-        unpark_at(p, e);
+        unpark_at(p, e, &s);
     pid me{sl.index, s.current_gen};
     if (me == root_) root_exited_.store(true, std::memory_order_release);
     if (sl.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(sl);
@@ -600,7 +601,7 @@ void runtime_impl::fire_due_timers(scheduler& s, bool try_only) {
                 std::fprintf(stderr, "smarm: a timer callback threw a non-std exception\n");
             }
         } else {
-            unpark_at(f.target, f.epoch);
+            unpark_at(f.target, f.epoch, &s);
         }
     }
     s.fired.clear();
@@ -679,9 +680,9 @@ void park() {
 
 void unpark_at(pid p, std::uint32_t epoch) noexcept {
     if (scheduler* s = current_scheduler()) {
-        s->rt->unpark_at(p, epoch);
+        s->rt->unpark_at(p, epoch, s);
     } else if (runtime_impl* rt = g_active.load(std::memory_order_acquire)) {
-        rt->unpark_at(p, epoch);
+        rt->unpark_at(p, epoch, nullptr);
     }
 }
 
@@ -715,6 +716,10 @@ void observe() {
     slot& sl = *s->current;
     if (sl.no_preempt != 0) return;
     if (may_throw_stop(sl, s->current_gen)) throw stopped{};
+    // The clock is read at every obs_period-th observation point only: a
+    // spent slice is noticed a few observation points late (nanoseconds).
+    if (--s->obs_left != 0) return;
+    s->obs_left = scheduler::obs_period;
     std::uint64_t now = ticks();
     if (now < s->slice_end) return;
     if (now - s->slice_end >= s->rt->slice_ticks()) {
@@ -763,9 +768,10 @@ bool disarm_timer(std::uint64_t id) noexcept {
 // ---- runtime.hpp detail hooks ----
 
 spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_vtable* vt) {
-    auto [s, sl] = actor_or_throw("smarm::spawn");
+    actor_or_throw("smarm::spawn");
     observe();
-    return s->rt->reserve(size, align, vt, current_scheduler());
+    scheduler* s = current_scheduler();  // after observe(): we may have moved
+    return s->rt->reserve(size, align, vt, s);
 }
 
 void spawn_abandon(spawn_reservation& r) noexcept {
@@ -774,8 +780,10 @@ void spawn_abandon(spawn_reservation& r) noexcept {
 
 void spawn_commit(spawn_reservation& r) noexcept {
     auto* rt = static_cast<runtime_impl*>(r.rt);
-    rt->commit(r, current_pid_or_invalid());
     scheduler* s = current_scheduler();
+    rt->commit(
+        r, s != nullptr && s->current != nullptr ? pid{s->current->index, s->current_gen} : pid{},
+        s);
     if (s != nullptr && s->current != nullptr && s->current->no_preempt == 0 &&
         s->wake_slot == r.id.index)
         fiber_suspend(switch_reason::handoff);

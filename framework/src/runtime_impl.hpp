@@ -69,6 +69,8 @@ struct scheduler {
     std::uint32_t current_gen = 0;
     std::uint64_t slice_end = 0;    ///< tick at which the running slice expires
     std::uint32_t alloc_count = 0;  ///< allocations since the last alloc check
+    static constexpr std::uint32_t obs_period = 8;
+    std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read
     static constexpr std::uint32_t no_actor = 0xffff'ffffu;
     std::uint32_t wake_slot = no_actor;
     switch_reason why = switch_reason::yield;
@@ -107,14 +109,16 @@ class runtime_impl {
     /// Make `s` runnable: to the calling scheduler's wake slot when called on
     /// one of ours, else to the shared queue with a wake of an idle sibling.
     void enqueue(std::uint32_t idx) noexcept;
-    void unpark_at(pid p, std::uint32_t epoch) noexcept;
+    /// enqueue() for a caller that already knows its scheduler (or nullptr).
+    void enqueue_from(scheduler* caller, std::uint32_t idx) noexcept;
+    void unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept;
     bool request_stop(pid p) noexcept;
 
     // ---- spawning ----
     spawn_reservation reserve(std::size_t size, std::size_t align, const task_vtable* vt,
                               scheduler* on);
     void abandon(spawn_reservation& r) noexcept;
-    void commit(spawn_reservation& r, pid parent) noexcept;
+    void commit(spawn_reservation& r, pid parent, scheduler* caller) noexcept;
     void release_handle(pid p) noexcept;
     outcome join(pid p);
 

@@ -1,8 +1,10 @@
 // Runtime microbenchmarks, shaped like ../shared/peers/go_bench so the two
 // can be compared as ratios (compare.sh runs both in interleaved rounds).
 //
-// Each benchmark performs its whole workload once per iteration and reports
-// the peer-comparable figure as a counter:
+// Each benchmark first runs its workload once untimed on the same runtime
+// (go_bench likewise reports its cold run apart from the timed reps), then
+// performs it once per iteration and reports the peer-comparable figure as a
+// counter:
 //   skynet_1M          ms per skynet (1,111,111 actors)
 //   spawn_join_200k    actors spawned and joined per second
 //   pingpong_1M        ns per round trip between two actors
@@ -54,6 +56,7 @@ long long skynet(long long num, long long size) {
 
 void BM_skynet_1M(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
+    rt.run([] { (void)skynet(0, 1'000'000); });  // warm-up: stacks, slots
     double ms = 0;
     for (auto _ : state) {
         auto t0 = steady::now();
@@ -69,16 +72,18 @@ void BM_spawn_join_200k(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
     constexpr int n = 200'000;
     double per_s = 0;
+    auto workload = [] {
+        std::vector<smarm::join_handle> hs;
+        hs.reserve(n);
+        for (int i = 0; i < n; ++i)
+            hs.push_back(smarm::spawn([] {}));
+        for (auto& h : hs)
+            h.join();
+    };
+    rt.run(workload);  // warm-up
     for (auto _ : state) {
         auto t0 = steady::now();
-        rt.run([] {
-            std::vector<smarm::join_handle> hs;
-            hs.reserve(n);
-            for (int i = 0; i < n; ++i)
-                hs.push_back(smarm::spawn([] {}));
-            for (auto& h : hs)
-                h.join();
-        });
+        rt.run(workload);
         per_s = n / (ms_since(t0) / 1000.0);
     }
     state.counters["per_s"] = per_s;
@@ -88,7 +93,7 @@ void BM_pingpong_1M(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
     constexpr int n = 1'000'000;
     double ns = 0;
-    for (auto _ : state) {
+    for (int round = 0; round < 2; ++round) {  // round 0 is the warm-up
         rt.run([&] {
             auto [ptx, prx] = smarm::channel<int>();
             auto [qtx, qrx] = smarm::channel<int>();
@@ -106,6 +111,8 @@ void BM_pingpong_1M(benchmark::State& state) {
             echo.join();
         });
     }
+    for (auto _ : state)
+        benchmark::DoNotOptimize(ns);
     state.counters["ns_per_rt"] = ns;
 }
 

@@ -3,12 +3,20 @@
 // operator new/delete with malloc/free plus one check; with the interval at
 // 0 the check is a thread-local read, a call and a branch.
 
+#include <smarm/detail/spinlock.hpp>
 #include <smarm/detail/wait.hpp>
 
 #include <cstdlib>
 #include <new>
 
 namespace {
+
+// Linking this library turns on the runtime-lock depth tracking that
+// alloc_observe() relies on.
+const bool tracking_on = [] {
+    smarm::detail::track_lock_depth.store(true, std::memory_order_relaxed);
+    return true;
+}();
 
 void* allocate(std::size_t n) {
     smarm::detail::alloc_observe();
@@ -81,4 +89,12 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
 }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
     std::free(p);
+}
+
+// Referenced through the link options of smarm::alloc_preempt, so the linker
+// always pulls this object in, even when a sanitizer runtime already
+// defines operator new before the archive is searched.
+extern "C" {
+extern const int smarm_alloc_preempt_anchor;
+const int smarm_alloc_preempt_anchor = 1;
 }

@@ -731,8 +731,13 @@ void observe() {
     throw_if_stopped();
 }
 
+unsigned& runtime_lock_depth() noexcept {
+    thread_local unsigned depth = 0;
+    return depth;
+}
+
 void alloc_observe() noexcept {
-    if (runtime_lock_depth != 0) return;
+    if (runtime_lock_depth() != 0) return;
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr) return;
     const std::uint32_t every = s->rt->config().alloc_check_interval;

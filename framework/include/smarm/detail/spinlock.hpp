@@ -13,10 +13,14 @@
 
 namespace smarm::detail {
 
-/// Runtime spinlocks held by this thread. The optional allocation
-/// observation point (alloc_preempt) never switches while it is non-zero,
-/// so an allocation under a runtime lock cannot strand the lock.
-inline thread_local unsigned runtime_lock_depth = 0;
+/// Set (once, before main) when the smarm::alloc_preempt library is linked.
+/// Only then do spinlocks keep the per-thread depth below, which tells the
+/// allocation observation point that a switch would strand a runtime lock.
+inline std::atomic<bool> track_lock_depth{false};
+/// This thread's runtime-lock depth. Read through a call (never inlined or
+/// IPA-analysed): a cached thread_local address would be another thread's
+/// after the actor migrates.
+[[gnu::noinline, gnu::noipa]] unsigned& runtime_lock_depth() noexcept;
 
 /// A polite spin-wait hint to the CPU.
 inline void cpu_relax() noexcept {
@@ -34,7 +38,7 @@ class spinlock {
             // acquire: pairs with unlock()'s release, so the critical section
             // of the previous holder happens-before ours.
             if (!locked_.exchange(true, std::memory_order_acquire)) {
-                ++runtime_lock_depth;
+                if (track_lock_depth.load(std::memory_order_relaxed)) ++runtime_lock_depth();
                 return;
             }
             while (locked_.load(std::memory_order_relaxed)) {
@@ -51,12 +55,12 @@ class spinlock {
         if (locked_.load(std::memory_order_relaxed) ||
             locked_.exchange(true, std::memory_order_acquire))
             return false;
-        ++runtime_lock_depth;
+        if (track_lock_depth.load(std::memory_order_relaxed)) ++runtime_lock_depth();
         return true;
     }
     // release: publishes the critical section to the next acquirer.
     void unlock() noexcept {
-        --runtime_lock_depth;
+        if (track_lock_depth.load(std::memory_order_relaxed)) --runtime_lock_depth();
         locked_.store(false, std::memory_order_release);
     }
 

@@ -7,7 +7,9 @@
 // CAS that first compares the generation, so an operation through a stale
 // pid is a no-op by construction.
 //
-// Every wait opens a new *park epoch* (begin_wait). Wakers call
+// Every resume opens a new *park epoch* (start_running), and a wait that
+// ends without parking retires its epoch (retire_wait); so each wait has an
+// epoch of its own, read with begin_wait() at no atomic cost. Wakers call
 // unpark_at(gen, epoch), which succeeds only while that exact wait is open:
 // a waker left behind by a finished wait (a losing select arm, a timer
 // whose message already won) fails the compare and does nothing, so no
@@ -71,24 +73,23 @@ class state_word {
     void spawn(std::uint32_t gen) noexcept {
         w_.store(pack(gen, 0, actor_state::queued), std::memory_order_release);
     }
-    /// Queued -> Running, by the scheduler that popped the actor.
+    /// Queued -> Running(epoch + 1), by the scheduler that popped the actor.
+    /// Every resume opens a fresh epoch, so whatever wait the actor parked in
+    /// (or abandoned by yielding) is closed for good and its wakers are inert.
     void start_running() noexcept {
         // A plain store is enough: while Queued nobody else writes the word
         // (unpark_at and stop_wake leave a queued word alone), and the pop
         // that handed us the actor already synchronized with its enqueuer.
         std::uint64_t w = w_.load(std::memory_order_relaxed);
-        w_.store(with_state(w, actor_state::running), std::memory_order_relaxed);
+        w_.store(pack(gen_of(w), epoch_of(w) + 1, actor_state::running), std::memory_order_relaxed);
     }
-    /// The actor itself, running: open a new wait. State is kept (a pending
-    /// stop notification survives into the new wait).
-    std::uint32_t begin_wait() noexcept {
-        std::uint64_t w = w_.load(std::memory_order_relaxed);
-        std::uint64_t n;
-        do {
-            n = pack(gen_of(w), epoch_of(w) + 1, state_of(w));
-        } while (
-            !w_.compare_exchange_weak(w, n, std::memory_order_acq_rel, std::memory_order_relaxed));
-        return epoch_of(n);
+    /// The actor itself, running: the epoch its next wait registers under.
+    /// No write: the epoch was opened by start_running(), and a wait that
+    /// ends without parking must call retire_wait() before the next one.
+    /// Other threads can only flip Running <-> RunningNotified meanwhile,
+    /// never the epoch, so a relaxed load of our own word is exact.
+    std::uint32_t begin_wait() const noexcept {
+        return epoch_of(w_.load(std::memory_order_relaxed));
     }
     /// Any thread. Returns true when the caller won Parked -> Queued and must
     /// enqueue the actor. Running(e) -> RunningNotified(e) returns false.

@@ -26,6 +26,20 @@ TEST(StateWord, UnparkOnlyMatchesTheOpenEpoch) {
     EXPECT_FALSE(w.unpark_at(7, e)) << "enqueued at most once";
 }
 
+TEST(StateWord, EveryResumeOpensAFreshEpoch) {
+    state_word w;
+    w.spawn(2);
+    w.start_running();
+    std::uint32_t e = w.begin_wait();
+    EXPECT_EQ(w.begin_wait(), e) << "reading the epoch does not change it";
+    EXPECT_TRUE(w.park_return());
+    EXPECT_TRUE(w.unpark_at(2, e));
+    w.start_running();
+    EXPECT_NE(w.begin_wait(), e);
+    EXPECT_FALSE(w.unpark_at(2, e)) << "a waker of the finished wait must be inert";
+    EXPECT_EQ(state(w), actor_state::running);
+}
+
 TEST(StateWord, WakeWhileRunningMakesParkReturnRequeue) {
     state_word w;
     w.spawn(1);

@@ -3,12 +3,14 @@
 // headers (channel, select, mutex, timers). Not a user API.
 //
 // Protocol (see framework/src/state_word.hpp for the state machine):
-//   auto epoch = begin_wait();      // open a new wait on the current actor
+//   auto epoch = begin_wait();      // the epoch of this wait (no write)
 //   <register (self, epoch) with the waker, under the primitive's lock>
 //   park();                         // returns once unpark_at(self, epoch) ran
 //                                   // (possibly before park was even called)
-// A waker whose epoch is stale (the wait already ended) is a no-op, so a
-// primitive never has to cancel its registrations in other objects.
+// Every resume opens a fresh epoch, so a waker whose wait already ended is a
+// no-op and a primitive never cancels its registrations in other objects.
+// A wait that ends WITHOUT parking (select found a ready arm after
+// registering elsewhere) must call retire_wait() before the next wait.
 // `park()` throws smarm::stopped if a stop was requested for the actor;
 // primitives that keep state about the waiter clean it up with RAII.
 
@@ -28,9 +30,9 @@ using clock = std::chrono::steady_clock;
 pid current_pid(const char* call);
 /// The running actor's pid, or an invalid pid outside an actor.
 pid current_pid_or_invalid() noexcept;
-/// Open a new park epoch for the current actor and return it.
+/// The epoch the current actor's next wait registers under.
 std::uint32_t begin_wait() noexcept;
-/// The current actor and a newly opened wait, in one call. Throws
+/// The current actor and its wait epoch, in one call. Throws
 /// std::logic_error naming `call` outside an actor.
 struct wait_token {
     pid self;

@@ -119,6 +119,9 @@ runtime_config validate(runtime_config c) {
         throw std::invalid_argument(
             "smarm::runtime_config.stack_size = " + std::to_string(c.stack_size) +
             ": must be 16384..1073741824 bytes");
+    if (c.blocking_threads < 1 || c.blocking_threads > 1024)
+        throw std::invalid_argument("smarm::runtime_config.blocking_threads = " +
+                                    std::to_string(c.blocking_threads) + ": must be 1..1024");
     if (c.timeslice < std::chrono::microseconds(10) || c.timeslice > std::chrono::seconds(10))
         throw std::invalid_argument("smarm::runtime_config.timeslice = " +
                                     std::to_string(c.timeslice.count()) + "ns: must be 10us..10s");
@@ -176,6 +179,13 @@ void runtime_impl::run(unique_function root) {
     if (!running_.compare_exchange_strong(expected, true))
         throw std::logic_error("smarm::runtime::run: this runtime is already running");
     g_active.store(this, std::memory_order_release);
+    try {
+        io_ = std::make_unique<io_driver>(*this, cfg_.blocking_threads,
+                                          cfg_.sockets == socket_registration::persistent);
+    } catch (...) {
+        running_.store(false);
+        throw;
+    }
     root_exited_.store(false);
     root_swept_.store(false);
     for (unsigned i = 0; i < cfg_.schedulers; ++i) {
@@ -190,6 +200,7 @@ void runtime_impl::run(unique_function root) {
     try {
         r = reserve(sizeof(root_task), alignof(root_task), &task_vtable_for<root_task>, nullptr);
     } catch (...) {
+        io_.reset();
         running_.store(false);
         throw;
     }
@@ -219,6 +230,7 @@ void runtime_impl::run(unique_function root) {
         root_outcome.error = sl->end_error;
     }
     release_handle(root_);
+    io_.reset();  // joins the epoll thread and the pool (all idle by now)
     {
         std::lock_guard g(timers_mu_);
         timers_.clear();

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "coordinator.hpp"
+#include "io_driver.hpp"
 #include "run_queue.hpp"
 #include "slot_table.hpp"
 #include "stack_pool.hpp"
@@ -129,6 +130,11 @@ class runtime_impl {
 
     runtime_stats stats() const;
     const runtime_config& config() const noexcept { return cfg_; }
+    /// An IO counter just dropped: if that was the last thing keeping the run
+    /// alive, a parked scheduler must come out and evaluate the verdict.
+    void io_settled() noexcept { coord_.wake_one_if_idle(); }
+    /// The IO producers of the current run (valid only while run() runs).
+    io_driver& io() noexcept { return *io_; }
     slot_table& slots() noexcept { return slots_; }
     std::uint64_t slice_ticks() const noexcept { return slice_ticks_; }
 
@@ -163,6 +169,7 @@ class runtime_impl {
     pid root_;
     std::atomic<bool> running_{false};
     std::unique_ptr<scheduler[]> scheds_;
+    std::unique_ptr<io_driver> io_;  // created per run, destroyed at teardown
 };
 
 /// Process-wide tick source for timeslices (TSC where available).

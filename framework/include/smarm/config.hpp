@@ -27,6 +27,9 @@ namespace smarm {
 /// std::mutex (or any thread-affine lock) across an allocation; use
 /// smarm::mutex or a no_preempt region. It only yields; stops still wait
 /// for a real observation point.
+/// How sockets are registered with epoll (see README: IO benchmarks).
+enum class socket_registration { persistent, oneshot };
+
 struct runtime_config {
     unsigned schedulers = 0;
     std::size_t max_actors = std::size_t{1} << 20;
@@ -34,6 +37,8 @@ struct runtime_config {
     std::chrono::nanoseconds timeslice = std::chrono::milliseconds(1);
     bool guard_pages = true;
     std::uint32_t alloc_check_interval = 0;
+    unsigned blocking_threads = 2;
+    socket_registration sockets = socket_registration::persistent;
 };
 
 }  // namespace smarm

@@ -31,8 +31,12 @@ class select_source {
 /// One arm of a select: a reference to a waitable source (a receiver<T>).
 class select_arm {
   public:
+    /// From anything that exposes its select_source() (receivers, fd arms).
     template <class Source>
+    requires requires(Source& s) { s.select_source(); }
     select_arm(Source& s) noexcept : src_(&s.select_source()) {}  // NOLINT: implicit by design
+    /// From a select_source itself (socket readiness arms).
+    select_arm(detail::select_source& s) noexcept : src_(&s) {}  // NOLINT: implicit by design
     detail::select_source* source() const noexcept { return src_; }
 
   private:

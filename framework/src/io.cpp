@@ -1,0 +1,100 @@
+// The public IO entry points over the runtime's io_driver.
+
+#include <smarm/io.hpp>
+
+#include <smarm/runtime.hpp>
+
+#include <stdexcept>
+
+#include "io_driver.hpp"
+#include "runtime_impl.hpp"
+
+namespace smarm::detail {
+
+io_driver& current_io(const char* call) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr)
+        throw std::logic_error(std::string(call) +
+                               ": called outside an actor (only code running "
+                               "inside smarm::run may call it)");
+    return s->rt->io();
+}
+
+poll_desc* io_open(io_driver& d, int fd, bool persistent) {
+    return d.open(fd, persistent);
+}
+void io_close(io_driver& d, poll_desc* pd) noexcept {
+    d.close(pd);
+}
+
+bool io_wait(io_driver& d, poll_desc* pd, io_dir dir, std::optional<std::chrono::nanoseconds> t) {
+    std::optional<clock::time_point> deadline;
+    if (t) deadline = clock::now() + *t;
+    return d.wait(pd, static_cast<int>(dir), deadline);
+}
+
+bool io_ready_or_register(io_driver& d, poll_desc* pd, io_dir dir, pid self, std::uint32_t epoch) {
+    return d.ready_or_register(pd, static_cast<int>(dir), self, epoch);
+}
+
+void io_unregister(io_driver& d, poll_desc* pd, io_dir dir, pid self,
+                   std::uint32_t epoch) noexcept {
+    d.unregister(pd, static_cast<int>(dir), self, epoch);
+}
+
+bool io_persistent_sockets(io_driver& d) noexcept {
+    return d.persistent_sockets();
+}
+
+void io_submit(unique_function job) {
+    io_driver& d = current_io("smarm::block_on_io");
+    runtime_impl& rt = *current_scheduler()->rt;
+    // Before the submit: the verdict must never see the job vanish.
+    rt.io_outstanding.fetch_add(1, std::memory_order_acq_rel);
+    d.submit(std::move(job));
+}
+
+void io_job_finished(pid waiter, std::uint32_t epoch) noexcept {
+    runtime_impl* rt = active_runtime();
+    if (rt == nullptr) return;
+    rt->io_outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    if (waiter.valid()) rt->unpark_at(waiter, epoch, nullptr);
+    // The waiter may be gone (stopped meanwhile): then this decrement may be
+    // what ends the run, and every scheduler could be parked.
+    rt->io_settled();
+}
+
+}  // namespace smarm::detail
+
+namespace smarm {
+
+namespace {
+bool wait_fd(int fd, io_dir dir, std::optional<std::chrono::nanoseconds> timeout) {
+    auto& d =
+        detail::current_io(dir == io_dir::read ? "smarm::wait_readable" : "smarm::wait_writable");
+    detail::poll_desc* pd = d.open(fd, false);
+    struct closer {
+        detail::io_driver& d;
+        detail::poll_desc* pd;
+        ~closer() { d.close(pd); }
+    } c{d, pd};
+    return detail::io_wait(d, pd, dir, timeout);
+}
+}  // namespace
+
+bool wait_readable(int fd, std::optional<std::chrono::nanoseconds> timeout) {
+    return wait_fd(fd, io_dir::read, timeout);
+}
+
+bool wait_writable(int fd, std::optional<std::chrono::nanoseconds> timeout) {
+    return wait_fd(fd, io_dir::write, timeout);
+}
+
+fd_arm::fd_arm(int fd, io_dir dir)
+    : d_(&detail::current_io("smarm::fd_arm")), pd_(d_->open(fd, false)), src_(*d_, pd_, dir) {}
+
+fd_arm::~fd_arm() {
+    d_->close(pd_);
+}
+
+}  // namespace smarm

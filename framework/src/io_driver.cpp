@@ -1,0 +1,325 @@
+#include "io_driver.hpp"
+
+#include <smarm/detail/wait.hpp>
+#include <smarm/runtime.hpp>
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "runtime_impl.hpp"
+
+namespace smarm::detail {
+
+namespace {
+constexpr std::uint64_t shutdown_tag = ~std::uint64_t{0};
+
+std::uint64_t tag_of(const poll_desc* pd) noexcept {
+    return (std::uint64_t{pd->gen} << 32) | pd->index;
+}
+
+[[noreturn]] void throw_errno(int e, const std::string& what) {
+    throw std::system_error(e, std::generic_category(), what);
+}
+}  // namespace
+
+io_driver::io_driver(runtime_impl& rt, unsigned blocking_threads, bool persistent_sockets)
+    : rt_(rt),
+      persistent_(persistent_sockets),
+      chunks_(std::make_unique<std::atomic<poll_desc*>[]>(max_chunks)) {
+    for (std::size_t i = 0; i < max_chunks; ++i)
+        chunks_[i].store(nullptr, std::memory_order_relaxed);
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) throw_errno(errno, "smarm io: epoll_create1");
+    shutdown_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (shutdown_fd_ < 0) {
+        int e = errno;
+        ::close(epfd_);
+        throw_errno(e, "smarm io: eventfd");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = shutdown_tag;
+    epoll_ctl(epfd_, EPOLL_CTL_ADD, shutdown_fd_, &ev);
+    epoll_thread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "smarm-epoll");
+        epoll_loop();
+    });
+    for (unsigned i = 0; i < blocking_threads; ++i)
+        pool_.emplace_back([this, i] {
+            std::string name = "smarm-pool-" + std::to_string(i);
+            pthread_setname_np(pthread_self(), name.c_str());
+            pool_loop();
+        });
+}
+
+io_driver::~io_driver() {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(shutdown_fd_, &one, sizeof one);
+    epoll_thread_.join();
+    {
+        std::lock_guard g(pool_mu_);
+        stopping_ = true;
+    }
+    pool_cv_.notify_all();
+    for (auto& t : pool_)
+        t.join();
+    ::close(shutdown_fd_);
+    ::close(epfd_);
+    for (std::size_t i = 0; i < max_chunks; ++i)
+        delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+poll_desc* io_driver::lookup(std::uint64_t data) noexcept {
+    auto idx = static_cast<std::uint32_t>(data & 0xffff'ffffu);
+    if ((idx >> chunk_bits) >= max_chunks) return nullptr;
+    poll_desc* c = chunks_[idx >> chunk_bits].load(std::memory_order_acquire);
+    return c ? &c[idx & (chunk_size - 1)] : nullptr;
+}
+
+poll_desc* io_driver::open(int fd, bool persistent) {
+    poll_desc* pd = nullptr;
+    {
+        std::lock_guard g(table_mu_);
+        std::uint32_t idx;
+        if (!free_.empty()) {
+            idx = free_.back();
+            free_.pop_back();
+        } else {
+            if ((fresh_ >> chunk_bits) >= max_chunks)
+                throw std::system_error(EMFILE, std::generic_category(),
+                                        "smarm io: too many registered descriptors");
+            idx = fresh_++;
+            auto& chunk = chunks_[idx >> chunk_bits];
+            if (chunk.load(std::memory_order_relaxed) == nullptr) {
+                auto* c = new poll_desc[chunk_size];
+                for (std::size_t i = 0; i < chunk_size; ++i)
+                    c[i].index = static_cast<std::uint32_t>((idx & ~(chunk_size - 1)) + i);
+                chunk.store(c, std::memory_order_release);
+            }
+        }
+        pd = lookup(idx);
+    }
+    {
+        std::lock_guard g(pd->mu);
+        pd->fd = fd;
+        pd->live = true;
+        pd->oneshot = !persistent;
+        pd->ready[0] = pd->ready[1] = false;
+        pd->waiter[0] = pd->waiter[1] = pid{};
+        pd->registered = persistent;
+    }
+    if (persistent) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.u64 = tag_of(pd);
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            int e = errno;
+            close(pd);
+            throw_errno(e, "smarm io: registering fd " + std::to_string(fd) + " with epoll");
+        }
+    }
+    return pd;
+}
+
+void io_driver::close(poll_desc* pd) noexcept {
+    pid woken[2];
+    std::uint32_t epochs[2] = {0, 0};
+    {
+        std::lock_guard g(pd->mu);
+        if (!pd->live) return;
+        // Deregister before the owner closes the fd (a closed fd vanishes
+        // from epoll by itself only when no dup of it survives).
+        if (pd->registered) epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
+        pd->registered = false;
+        for (int d = 0; d < 2; ++d) {
+            if (pd->waiter[d].valid()) {
+                woken[d] = std::exchange(pd->waiter[d], pid{});
+                epochs[d] = pd->waiter_epoch[d];
+                rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
+            }
+        }
+        pd->live = false;
+        pd->fd = -1;
+        ++pd->gen;
+    }
+    for (int d = 0; d < 2; ++d)
+        if (woken[d].valid()) rt_.unpark_at(woken[d], epochs[d], current_scheduler());
+    std::lock_guard g(table_mu_);
+    free_.push_back(pd->index);
+}
+
+void io_driver::arm_oneshot(poll_desc* pd) {
+    epoll_event ev{};
+    ev.events = EPOLLONESHOT | EPOLLRDHUP;
+    if (pd->waiter[0].valid()) ev.events |= EPOLLIN;
+    if (pd->waiter[1].valid()) ev.events |= EPOLLOUT;
+    ev.data.u64 = tag_of(pd);
+    // MOD re-arms an fd this descriptor already added; ADD otherwise. Never
+    // MOD blindly: that would steal another descriptor's registration.
+    if (epoll_ctl(epfd_, pd->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, pd->fd, &ev) == 0) {
+        pd->registered = true;
+        return;
+    }
+    if (errno == EEXIST)
+        throw std::logic_error("smarm io: fd " + std::to_string(pd->fd) +
+                               " is already being waited on by another actor (one waiter per "
+                               "fd and direction; a raw fd takes one waiting actor at a time)");
+    throw_errno(errno, "smarm io: epoll_ctl on fd " + std::to_string(pd->fd));
+}
+
+void io_driver::clear_waiter(poll_desc* pd, int dir) noexcept {
+    pd->waiter[dir] = pid{};
+    rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
+    // Oneshot: no registration may outlive the last wait on this fd.
+    if (pd->oneshot && pd->live && pd->registered && !pd->waiter[1 - dir].valid()) {
+        epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
+        pd->registered = false;
+    }
+}
+
+bool io_driver::ready_or_register(poll_desc* pd, int dir, pid self, std::uint32_t epoch) {
+    std::lock_guard g(pd->mu);
+    if (!pd->live || pd->ready[dir]) return true;  // a closed fd is "ready": the call fails fast
+    if (pd->waiter[dir].valid() && pd->waiter[dir] != self &&
+        wait_is_open(pd->waiter[dir], pd->waiter_epoch[dir]))
+        throw std::logic_error("smarm io: actor " + self.to_string() + " waits to " +
+                               (dir ? "write" : "read") + " fd " + std::to_string(pd->fd) +
+                               " while actor " + pd->waiter[dir].to_string() +
+                               " already does (one waiter per fd and direction)");
+    if (!pd->waiter[dir].valid()) rt_.io_fd_waiters.fetch_add(1, std::memory_order_acq_rel);
+    pd->waiter[dir] = self;
+    pd->waiter_epoch[dir] = epoch;
+    if (pd->oneshot) {
+        try {
+            arm_oneshot(pd);
+        } catch (...) {
+            clear_waiter(pd, dir);
+            throw;
+        }
+    }
+    return false;
+}
+
+void io_driver::unregister(poll_desc* pd, int dir, pid self, std::uint32_t epoch) noexcept {
+    std::lock_guard g(pd->mu);
+    if (pd->live && pd->waiter[dir] == self && pd->waiter_epoch[dir] == epoch)
+        clear_waiter(pd, dir);
+}
+
+bool io_driver::wait(poll_desc* pd, int dir,
+                     std::optional<std::chrono::steady_clock::time_point> deadline) {
+    observe();
+    for (;;) {
+        wait_token w = open_wait(dir ? "smarm::wait_writable" : "smarm::wait_readable");
+        {
+            std::lock_guard g(pd->mu);
+            if (!pd->live) throw_errno(EBADF, "smarm io: waiting on a closed descriptor");
+            if (pd->ready[dir]) {  // an edge arrived since the last EAGAIN
+                pd->ready[dir] = false;
+                return true;
+            }
+            if (deadline && clock::now() >= *deadline) return false;
+        }
+        if (ready_or_register(pd, dir, w.self, w.epoch)) continue;
+        std::uint64_t timer = deadline ? arm_wake_timer(*deadline, w.self, w.epoch) : 0;
+        struct cleanup {
+            io_driver* d;
+            poll_desc* pd;
+            int dir;
+            wait_token w;
+            std::uint64_t timer;
+            ~cleanup() {
+                if (timer) disarm_timer(timer);
+                d->unregister(pd, dir, w.self, w.epoch);  // no-op if the event took it
+            }
+        } c{this, pd, dir, w, timer};
+        park();
+        std::lock_guard g(pd->mu);
+        if (!pd->live) throw_errno(EBADF, "smarm io: descriptor closed while waiting");
+        if (!(pd->waiter[dir] == w.self && pd->waiter_epoch[dir] == w.epoch)) {
+            pd->ready[dir] = false;  // the epoll thread handed us this readiness
+            return true;
+        }
+        // Still registered: the timer (or a deferred stop) woke us.
+        if (deadline && clock::now() >= *deadline) return false;
+    }
+}
+
+void io_driver::epoll_loop() {
+    constexpr int batch = 256;
+    epoll_event evs[batch];
+    std::vector<std::pair<pid, std::uint32_t>> wake;
+    for (;;) {
+        int n = epoll_wait(epfd_, evs, batch, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.u64 == shutdown_tag) return;
+            poll_desc* pd = lookup(evs[i].data.u64);
+            if (pd == nullptr) continue;
+            const std::uint32_t e = evs[i].events;
+            const bool dirs[2] = {(e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
+                                  (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0};
+            std::lock_guard g(pd->mu);
+            if (!pd->live || pd->gen != static_cast<std::uint32_t>(evs[i].data.u64 >> 32))
+                continue;  // closed, maybe reused: a stale event
+            for (int d = 0; d < 2; ++d) {
+                if (!dirs[d]) continue;
+                // The flag is what select() sees; a waiter in wait() consumes it.
+                pd->ready[d] = true;
+                if (pd->waiter[d].valid()) {
+                    wake.emplace_back(std::exchange(pd->waiter[d], pid{}), pd->waiter_epoch[d]);
+                    rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
+                }
+            }
+            if (pd->oneshot) {
+                if (pd->waiter[0].valid() || pd->waiter[1].valid()) {
+                    try {
+                        arm_oneshot(pd);  // the other direction still waits
+                    } catch (...) {
+                    }
+                } else if (pd->registered) {
+                    epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
+                    pd->registered = false;
+                }
+            }
+        }
+        // Driver-enqueues: straight onto the shared run queue + one wake.
+        for (auto& [p, ep] : wake)
+            rt_.unpark_at(p, ep, nullptr);
+        wake.clear();
+    }
+}
+
+void io_driver::submit(unique_function job) {
+    {
+        std::lock_guard g(pool_mu_);
+        jobs_.push_back(std::move(job));
+    }
+    pool_cv_.notify_one();
+}
+
+void io_driver::pool_loop() {
+    for (;;) {
+        unique_function job;
+        {
+            std::unique_lock lk(pool_mu_);
+            pool_cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
+            if (jobs_.empty()) return;  // stopping, and nothing left
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+        }
+        job();  // the job records its own result and wakes its actor
+    }
+}
+
+}  // namespace smarm::detail

@@ -1,0 +1,123 @@
+#pragma once
+// IO producers: the epoll thread and the blocking pool (DESIGN §5, seed
+// RFC 018 "driver-enqueues").
+//
+// Design note
+// -----------
+// Both producers make actors runnable through the runtime's unpark_at, whose
+// enqueue tail wakes one idle scheduler: no completion queue, no wake pipe.
+// The termination verdict reads two counters: io_fd_waiters (actors parked
+// on fd readiness: incremented under the poll descriptor's lock before the
+// waiter parks, decremented by whoever removes the waiter: the epoll thread
+// on readiness or the waiter itself on timeout/stop) and io_outstanding
+// (blocking jobs: incremented before submit, decremented by the pool thread
+// before it unparks). Neither can underflow: the increment always comes
+// first.
+//
+// Poll descriptors (Go's pollDesc): a socket registers once, edge-triggered
+// for both directions, and keeps per direction a ready flag and at most one
+// waiter (pid, epoch). An edge with no waiter sets the flag; a waiter that
+// finds the flag consumes it and retries its syscall. epoll data carries
+// (table index, generation), so an event that arrives after the descriptor
+// was closed and its entry reused is recognised and dropped.
+//
+// Oneshot mode (the seed's design, kept for raw fds and for measurement):
+// each wait ADDs the fd with EPOLLONESHOT and DELs it when the wait ends,
+// whoever ends it; two epoll_ctl calls per wait.
+//
+// Rejected: a shared completion queue drained by schedulers (a lock and a
+// herd), level-triggered registration (an event per readable fd per
+// epoll_wait).
+
+#include <smarm/pid.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <smarm/detail/spinlock.hpp>
+#include <smarm/detail/unique_function.hpp>
+
+namespace smarm::detail {
+
+class runtime_impl;
+
+/// Per-fd readiness state. Guarded by mu except the immutable-while-live
+/// identity fields.
+struct poll_desc {
+    spinlock mu;
+    int fd = -1;                     // guarded by mu
+    std::uint32_t gen = 0;           // guarded by mu; bumped on release
+    bool live = false;               // guarded by mu
+    bool oneshot = false;            // guarded by mu
+    bool registered = false;         // guarded by mu: this descriptor's fd is in the epoll set
+    bool ready[2] = {false, false};  // [0] read, [1] write
+    pid waiter[2];                   // guarded by mu
+    std::uint32_t waiter_epoch[2] = {0, 0};
+    std::uint32_t index = 0;  // immutable
+};
+
+class io_driver {
+  public:
+    io_driver(runtime_impl& rt, unsigned blocking_threads, bool persistent_sockets);
+    ~io_driver();
+    io_driver(const io_driver&) = delete;
+    io_driver& operator=(const io_driver&) = delete;
+
+    /// A descriptor for `fd`; persistent ones are registered with epoll now.
+    /// Throws std::system_error (naming the fd) when epoll refuses it.
+    poll_desc* open(int fd, bool persistent);
+    /// Deregisters, wakes any waiter (it sees the fd closed), frees the entry.
+    void close(poll_desc* pd) noexcept;
+
+    /// Park the current actor until `pd` is ready in direction `dir`
+    /// (0 read, 1 write) or `deadline` passes. Returns false on timeout.
+    /// Throws std::logic_error when another actor already waits in that
+    /// direction, std::system_error when epoll refuses the fd.
+    bool wait(poll_desc* pd, int dir,
+              std::optional<std::chrono::steady_clock::time_point> deadline);
+
+    /// select() support: ready now (true) or waiter registered.
+    bool ready_or_register(poll_desc* pd, int dir, pid self, std::uint32_t epoch);
+    void unregister(poll_desc* pd, int dir, pid self, std::uint32_t epoch) noexcept;
+
+    /// Run `job` on a pool thread (io_outstanding already incremented).
+    void submit(unique_function job);
+    bool persistent_sockets() const noexcept { return persistent_; }
+
+  private:
+    void epoll_loop();
+    void pool_loop();
+    poll_desc* lookup(std::uint64_t data) noexcept;
+    void arm_oneshot(poll_desc* pd);                     // caller holds pd->mu
+    void clear_waiter(poll_desc* pd, int dir) noexcept;  // caller holds pd->mu
+
+    runtime_impl& rt_;
+    bool persistent_;  // immutable
+    int epfd_ = -1;
+    int shutdown_fd_ = -1;  // eventfd: only for stopping the epoll thread
+    std::thread epoll_thread_;
+
+    static constexpr std::size_t chunk_bits = 10;
+    static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
+    static constexpr std::size_t max_chunks = 4096;  // 4M descriptors
+    std::unique_ptr<std::atomic<poll_desc*>[]> chunks_;
+    spinlock table_mu_;
+    std::vector<std::uint32_t> free_;  // guarded by table_mu_
+    std::uint32_t fresh_ = 0;          // guarded by table_mu_
+
+    std::mutex pool_mu_;
+    std::condition_variable pool_cv_;
+    std::deque<unique_function> jobs_;  // guarded by pool_mu_
+    bool stopping_ = false;             // guarded by pool_mu_
+    std::vector<std::thread> pool_;
+};
+
+}  // namespace smarm::detail

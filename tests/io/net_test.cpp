@@ -1,0 +1,246 @@
+#include <smarm/channel.hpp>
+#include <smarm/net.hpp>
+#include <smarm/runtime.hpp>
+#include <smarm/select.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <smarm_test/run.hpp>
+
+using namespace std::chrono_literals;
+using steady = smarm_test::steady;
+
+namespace {
+
+// An echo server: one actor per connection, stopped when `stop` closes.
+smarm::join_handle start_echo(smarm::tcp_listener& l, std::atomic<int>& served) {
+    return smarm::spawn([&] {
+        std::vector<smarm::join_handle> conns;
+        for (;;) {
+            smarm::tcp_stream c;
+            try {
+                c = l.accept(200ms);
+            } catch (const smarm::io_timeout&) {
+                continue;
+            }
+            conns.push_back(smarm::spawn([&served, c = std::move(c)]() mutable {
+                char buf[4096];
+                while (std::size_t n = c.read_some(buf, sizeof buf))
+                    c.write_all(buf, n);
+                served.fetch_add(1);
+            }));
+        }
+    });
+}
+
+void run_echo_clients(smarm::runtime_config cfg, int clients, int round_trips) {
+    std::atomic<int> served{0}, ok{0};
+    smarm::runtime rt(cfg);
+    rt.run([&] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        const auto port = l.local_address().port();
+        auto server = start_echo(l, served);
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < clients; ++i)
+            hs.push_back(smarm::spawn([&, i] {
+                auto s = smarm::tcp_stream::connect("127.0.0.1", port, 10s);
+                bool all = true;
+                for (int k = 0; k < round_trips; ++k) {
+                    std::string msg = std::to_string(i) + ":" + std::to_string(k) + ";";
+                    s.write_all(msg.data(), msg.size(), 10s);
+                    std::string back(msg.size(), '\0');
+                    s.read_exact(back.data(), back.size(), 10s);
+                    all = all && back == msg;
+                }
+                if (all) ok.fetch_add(1);
+            }));
+        for (auto& h : hs)
+            h.join();
+        smarm::request_stop(server.id());
+        server.join();
+    });
+    EXPECT_EQ(ok.load(), clients);
+}
+
+TEST(Net, EchoThousandClientsHundredRoundTripsEach) {
+    smarm::runtime_config c = smarm_test::config(2);
+    run_echo_clients(c, 1000, 100);
+}
+
+TEST(Net, EchoWithOneshotRegistration) {
+    smarm::runtime_config c = smarm_test::config(2);
+    c.sockets = smarm::socket_registration::oneshot;
+    run_echo_clients(c, 100, 50);
+}
+
+TEST(Net, Ipv6Loopback) {
+    smarm_test::run([] {
+        std::atomic<int> served{0};
+        smarm::tcp_listener l;
+        try {
+            l = smarm::tcp_listener::bind("::1", 0);
+        } catch (const std::system_error&) {
+            GTEST_SKIP() << "no IPv6 loopback on this machine";
+        }
+        auto server = start_echo(l, served);
+        auto s = smarm::tcp_stream::connect("::1", l.local_address().port(), 5s);
+        EXPECT_NE(s.peer_address().to_string().find("[::1]"), std::string::npos);
+        s.write_all("ping", 4);
+        char buf[4];
+        s.read_exact(buf, 4, 5s);
+        EXPECT_EQ(std::string(buf, 4), "ping");
+        s.close();
+        smarm::request_stop(server.id());
+        server.join();
+    });
+}
+
+TEST(Net, ReadTimeoutFiresNeverEarly) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto s = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+        auto peer = l.accept(5s);
+        char buf[8];
+        auto t0 = steady::now();
+        EXPECT_THROW(s.read_some(buf, sizeof buf, 30ms), smarm::io_timeout);
+        EXPECT_GE(steady::now() - t0, 30ms);
+        EXPECT_LT(steady::now() - t0, 5s);
+        peer.write_all("x", 1);
+        EXPECT_EQ(s.read_some(buf, sizeof buf, 5s), 1u) << "readable again after a timeout";
+    });
+}
+
+TEST(Net, ConnectTimeoutFiresNeverEarly) {
+    smarm_test::run([] {
+        // A listener with a full backlog never completes further handshakes
+        // on Linux (the SYN is dropped), so connect must time out.
+        smarm::listen_options o;
+        o.backlog = 0;
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0, o);
+        const auto port = l.local_address().port();
+        std::vector<smarm::tcp_stream> filler;
+        bool timed_out = false;
+        for (int i = 0; i < 16 && !timed_out; ++i) {
+            auto t0 = steady::now();
+            try {
+                filler.push_back(smarm::tcp_stream::connect("127.0.0.1", port, 100ms));
+            } catch (const smarm::io_timeout&) {
+                timed_out = true;
+                EXPECT_GE(steady::now() - t0, 100ms);
+                EXPECT_LT(steady::now() - t0, 10s);
+            }
+        }
+        EXPECT_TRUE(timed_out) << "a saturated backlog never made connect time out";
+    });
+}
+
+TEST(Net, ConnectionRefusedNamesTheAddress) {
+    smarm_test::run([] {
+        std::uint16_t port;
+        {
+            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+            port = l.local_address().port();
+        }  // closed: nobody listens there now
+        try {
+            (void)smarm::tcp_stream::connect("127.0.0.1", port, 5s);
+            ADD_FAILURE() << "connect to a closed port succeeded";
+        } catch (const std::system_error& e) {
+            EXPECT_EQ(e.code(), std::make_error_code(std::errc::connection_refused));
+            EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)),
+                      std::string::npos)
+                << e.what();
+        }
+    });
+}
+
+TEST(Net, BindErrorNamesTheAddress) {
+    smarm_test::run([] {
+        try {
+            (void)smarm::tcp_listener::bind("203.0.113.1", 1);  // not ours
+            ADD_FAILURE() << "bind to a foreign address succeeded";
+        } catch (const std::system_error& e) {
+            EXPECT_NE(std::string(e.what()).find("203.0.113.1:1"), std::string::npos) << e.what();
+        }
+    });
+}
+
+TEST(Net, StoppedReaderLeavesTheSocketReadableByAnother) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto s = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+        auto peer = l.accept(5s);
+        auto reader = smarm::spawn([&] {
+            char b;
+            (void)s.read_some(&b, 1);
+        });
+        smarm::sleep(3ms);
+        smarm::request_stop(reader.id());
+        EXPECT_EQ(reader.join().kind, smarm::exit_kind::stopped);
+        auto other = smarm::spawn([&] {
+            char b = 0;
+            EXPECT_EQ(s.read_some(&b, 1, 5s), 1u);
+            EXPECT_EQ(b, 'z');
+        });
+        smarm::sleep(2ms);
+        peer.write_all("z", 1);
+        EXPECT_EQ(other.join().kind, smarm::exit_kind::exit);
+    });
+}
+
+TEST(Net, SelectOverSocketAndChannel) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto s = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+        auto peer = l.accept(5s);
+        auto [tx, rx] = smarm::channel<int>();
+        // timeout
+        EXPECT_FALSE(smarm::select_timeout({rx, s.readable()}, 10ms).has_value());
+        // channel wins
+        (void)tx.send(1);
+        EXPECT_EQ(smarm::select({rx, s.readable()}), 0u);
+        (void)rx.try_recv();
+        // fd wins
+        auto w = smarm::spawn([&] {
+            smarm::sleep(3ms);
+            peer.write_all("q", 1);
+        });
+        EXPECT_EQ(smarm::select({rx, s.readable()}), 1u);
+        char b;
+        EXPECT_EQ(s.read_some(&b, 1, 5s), 1u);
+        w.join();
+    });
+}
+
+TEST(Net, PeerCloseIsEndOfStream) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto s = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+        {
+            auto peer = l.accept(5s);
+            peer.write_all("ab", 2);
+        }  // closed
+        char buf[8];
+        std::size_t got = 0;
+        while (std::size_t n = s.read_some(buf + got, sizeof buf - got, 5s))
+            got += n;
+        EXPECT_EQ(std::string(buf, got), "ab");
+        EXPECT_THROW(s.read_exact(buf, 1, 5s), std::system_error);
+    });
+}
+
+TEST(Net, AcceptTimeout) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto t0 = steady::now();
+        EXPECT_THROW(l.accept(20ms), smarm::io_timeout);
+        EXPECT_GE(steady::now() - t0, 20ms);
+    });
+}
+
+}  // namespace

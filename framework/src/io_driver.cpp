@@ -255,49 +255,66 @@ bool io_driver::wait(poll_desc* pd, int dir,
 void io_driver::epoll_loop() {
     constexpr int batch = 256;
     epoll_event evs[batch];
-    std::vector<std::pair<pid, std::uint32_t>> wake;
     for (;;) {
         int n = epoll_wait(epfd_, evs, batch, -1);
         if (n < 0) {
             if (errno == EINTR) continue;
             return;
         }
-        for (int i = 0; i < n; ++i) {
+        for (int i = 0; i < n; ++i)
             if (evs[i].data.u64 == shutdown_tag) return;
-            poll_desc* pd = lookup(evs[i].data.u64);
-            if (pd == nullptr) continue;
-            const std::uint32_t e = evs[i].events;
-            const bool dirs[2] = {(e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
-                                  (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0};
-            std::lock_guard g(pd->mu);
-            if (!pd->live || pd->gen != static_cast<std::uint32_t>(evs[i].data.u64 >> 32))
-                continue;  // closed, maybe reused: a stale event
-            for (int d = 0; d < 2; ++d) {
-                if (!dirs[d]) continue;
-                // The flag is what select() sees; a waiter in wait() consumes it.
-                pd->ready[d] = true;
-                if (pd->waiter[d].valid()) {
-                    wake.emplace_back(std::exchange(pd->waiter[d], pid{}), pd->waiter_epoch[d]);
-                    rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
-                }
-            }
-            if (pd->oneshot) {
-                if (pd->waiter[0].valid() || pd->waiter[1].valid()) {
-                    try {
-                        arm_oneshot(pd);  // the other direction still waits
-                    } catch (...) {
-                    }
-                } else if (pd->registered) {
-                    epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
-                    pd->registered = false;
-                }
+        dispatch(evs, n, nullptr);
+    }
+}
+
+std::size_t io_driver::poll(scheduler* caller) {
+    constexpr int batch = 64;
+    epoll_event evs[batch];
+    int n = epoll_wait(epfd_, evs, batch, 0);
+    return n > 0 ? dispatch(evs, n, caller) : 0;
+}
+
+std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
+    std::pair<pid, std::uint32_t> wake[256];
+    std::size_t woken = 0;
+    for (int i = 0; i < n; ++i) {
+        // The shutdown eventfd is level-triggered: a scheduler's poll may see
+        // it too and leaves it for the epoll thread.
+        if (evs[i].data.u64 == shutdown_tag) continue;
+        poll_desc* pd = lookup(evs[i].data.u64);
+        if (pd == nullptr) continue;
+        const std::uint32_t e = evs[i].events;
+        const bool dirs[2] = {(e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
+                              (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0};
+        std::lock_guard g(pd->mu);
+        if (!pd->live || pd->gen != static_cast<std::uint32_t>(evs[i].data.u64 >> 32))
+            continue;  // closed, maybe reused: a stale event
+        for (int d = 0; d < 2; ++d) {
+            if (!dirs[d]) continue;
+            // The flag is what select() sees; a waiter in wait() consumes it.
+            pd->ready[d] = true;
+            if (pd->waiter[d].valid()) {
+                wake[woken++] = {std::exchange(pd->waiter[d], pid{}), pd->waiter_epoch[d]};
+                rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
             }
         }
-        // Driver-enqueues: straight onto the shared run queue + one wake.
-        for (auto& [p, ep] : wake)
-            rt_.unpark_at(p, ep, nullptr);
-        wake.clear();
+        if (pd->oneshot) {
+            if (pd->waiter[0].valid() || pd->waiter[1].valid()) {
+                try {
+                    arm_oneshot(pd);  // the other direction still waits
+                } catch (...) {
+                }
+            } else if (pd->registered) {
+                epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
+                pd->registered = false;
+            }
+        }
     }
+    // Driver-enqueues: the epoll thread goes straight to the shared queue
+    // (+ one wake); a polling scheduler takes the actors itself.
+    for (std::size_t i = 0; i < woken; ++i)
+        rt_.unpark_at(wake[i].first, wake[i].second, caller);
+    return woken;
 }
 
 void io_driver::submit(unique_function job) {

@@ -31,6 +31,8 @@
 
 #include <smarm/pid.hpp>
 
+#include <sys/epoll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -48,6 +50,7 @@
 namespace smarm::detail {
 
 class runtime_impl;
+struct scheduler;
 
 /// Per-fd readiness state. Guarded by mu except the immutable-while-live
 /// identity fields.
@@ -88,12 +91,18 @@ class io_driver {
     bool ready_or_register(poll_desc* pd, int dir, pid self, std::uint32_t epoch);
     void unregister(poll_desc* pd, int dir, pid self, std::uint32_t epoch) noexcept;
 
+    /// Non-blocking harvest of ready events by an idle scheduler (its idle
+    /// spin): the woken actors go to `caller`'s wake slot / the queue.
+    /// Returns how many actors it made runnable.
+    std::size_t poll(scheduler* caller);
+
     /// Run `job` on a pool thread (io_outstanding already incremented).
     void submit(unique_function job);
     bool persistent_sockets() const noexcept { return persistent_; }
 
   private:
     void epoll_loop();
+    std::size_t dispatch(::epoll_event* evs, int n, scheduler* caller);
     void pool_loop();
     poll_desc* lookup(std::uint64_t data) noexcept;
     void arm_oneshot(poll_desc* pd);                     // caller holds pd->mu

@@ -131,7 +131,8 @@ tcp_stream::tcp_stream(tcp_stream&& o) noexcept
       d_(o.d_),
       pd_(std::exchange(o.pd_, nullptr)),
       read_src_(std::move(o.read_src_)),
-      write_src_(std::move(o.write_src_)) {}
+      write_src_(std::move(o.write_src_)),
+      read_drained_(o.read_drained_) {}
 
 tcp_stream& tcp_stream::operator=(tcp_stream&& o) noexcept {
     if (this != &o) {
@@ -141,6 +142,7 @@ tcp_stream& tcp_stream::operator=(tcp_stream&& o) noexcept {
         pd_ = std::exchange(o.pd_, nullptr);
         read_src_ = std::move(o.read_src_);
         write_src_ = std::move(o.write_src_);
+        read_drained_ = o.read_drained_;
     }
     return *this;
 }
@@ -169,12 +171,20 @@ tcp_stream tcp_stream::connect(const std::string& host, std::uint16_t port,
     std::string last_addr = endpoint(host, port);
     for (const socket_address& addr : resolve(host, port, false)) {
         last_addr = addr.to_string();
-        tcp_stream s(make_socket(addr.storage.ss_family), d);
-        if (::connect(s.fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0) {
+        int fd = make_socket(addr.storage.ss_family);
+        // connect() before registering: an unconnected socket reports
+        // EPOLLHUP, which would leave a stale read readiness behind.
+        bool in_progress = false;
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0) {
             if (errno != EINPROGRESS) {
                 last_error = errno;
+                ::close(fd);
                 continue;
             }
+            in_progress = true;
+        }
+        tcp_stream s(fd, d);
+        if (in_progress) {
             if (!s.wait(io_dir::write, deadline))
                 throw io_timeout("smarm::tcp_stream::connect: " + last_addr + " timed out");
             int err = 0;
@@ -194,9 +204,17 @@ tcp_stream tcp_stream::connect(const std::string& host, std::uint16_t port,
 std::size_t tcp_stream::read_some(void* buf, std::size_t n, io_deadline timeout) {
     if (fd_ < 0) fail(EBADF, "smarm::tcp_stream::read_some: closed stream");
     const auto deadline = deadline_of(timeout);
+    // The last read came back short: the socket was drained then, so wait
+    // for the next edge instead of spending a recv on EAGAIN (nginx does the
+    // same via EPOLLRDHUP). An edge that arrived meanwhile makes it instant.
+    if (std::exchange(read_drained_, false) && n != 0 && !wait(io_dir::read, deadline))
+        throw io_timeout("smarm::tcp_stream::read_some: timed out");
     for (;;) {
         ssize_t r = ::recv(fd_, buf, n, 0);
-        if (r >= 0) return static_cast<std::size_t>(r);
+        if (r >= 0) {
+            read_drained_ = r > 0 && static_cast<std::size_t>(r) < n;
+            return static_cast<std::size_t>(r);
+        }
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             fail(errno, "smarm::tcp_stream::read_some from " + peer_address().to_string());

@@ -119,6 +119,10 @@ runtime_config validate(runtime_config c) {
         throw std::invalid_argument(
             "smarm::runtime_config.stack_size = " + std::to_string(c.stack_size) +
             ": must be 16384..1073741824 bytes");
+    if (c.idle_spin < std::chrono::nanoseconds::zero() ||
+        c.idle_spin > std::chrono::milliseconds(10))
+        throw std::invalid_argument("smarm::runtime_config.idle_spin = " +
+                                    std::to_string(c.idle_spin.count()) + "ns: must be 0..10ms");
     if (c.blocking_threads < 1 || c.blocking_threads > 1024)
         throw std::invalid_argument("smarm::runtime_config.blocking_threads = " +
                                     std::to_string(c.blocking_threads) + ": must be 1..1024");
@@ -149,6 +153,10 @@ runtime_impl::runtime_impl(runtime_config cfg)
     : cfg_(validate(cfg)),
       slice_ticks_(
           static_cast<std::uint64_t>(static_cast<double>(cfg_.timeslice.count()) * ticks_per_ns())),
+      spin_ticks_(
+          static_cast<std::uint64_t>(static_cast<double>(cfg_.idle_spin.count()) * ticks_per_ns())),
+      poll_ticks_(static_cast<std::uint64_t>(2000.0 * ticks_per_ns())),
+      busy_poll_ticks_(static_cast<std::uint64_t>(20000.0 * ticks_per_ns())),
       slots_(cfg_.max_actors),
       queue_(cfg_.max_actors),
       coord_(cfg_.schedulers, usable_cpus()),
@@ -278,6 +286,16 @@ void runtime_impl::schedule_loop(scheduler& s) {
             // actor runnable through an enqueue the pop below would see.
             std::uint32_t io = io_outstanding.load(std::memory_order_acquire) +
                                io_fd_waiters.load(std::memory_order_acquire);
+            // Busy-path netpoll: with actors waiting on sockets, harvest
+            // ready events here every poll period rather than leaving them
+            // to the epoll thread, which would need a CPU of its own.
+            if (io != 0 && io_fd_waiters.load(std::memory_order_relaxed) != 0) {
+                const std::uint64_t now = ticks();
+                if (now >= s.next_poll) {
+                    s.next_poll = now + busy_poll_ticks_;
+                    if (io_->poll(&s) != 0 && s.wake_slot != scheduler::no_actor) continue;
+                }
+            }
             if (!queue_.pop(idx)) {
                 if (live_.load(std::memory_order_acquire) == 0 && io == 0) {
                     // Terminal: orphaned timers must not keep anyone alive,
@@ -296,7 +314,35 @@ void runtime_impl::schedule_loop(scheduler& s) {
                     if (!root_swept_.exchange(true)) stop_all_live();
                     continue;
                 }
-                // Idle: park, as timekeeper if the role is free.
+                // Idle. Spin briefly first: work from the IO thread, the pool
+                // or a sibling often lands within microseconds, and picking
+                // it up here saves a futex sleep + wake on both sides. The
+                // idle bit is not published while spinning, so producers
+                // count us as awake and leave the work to us.
+                // While spinning it also polls epoll (without blocking), so a
+                // reply to the actor that just parked on a socket is taken
+                // here instead of through the epoll thread and a futex wake
+                // (Go's idle-P netpoll; the two-thread hop cost ~100 us per
+                // round trip on a 2-vCPU VM).
+                if (spin_ticks_ != 0 && !s.spun) {
+                    s.spun = true;
+                    const std::uint64_t until = ticks() + spin_ticks_;
+                    std::uint64_t next_poll = 0;
+                    while (queue_.empty() && s.wake_slot == scheduler::no_actor &&
+                           !coord_.deadline_due()) {
+                        const std::uint64_t now = ticks();
+                        if (now >= until) break;
+                        if (now >= next_poll &&
+                            io_fd_waiters.load(std::memory_order_relaxed) != 0) {
+                            if (io_->poll(&s) != 0) break;
+                            next_poll = now + poll_ticks_;
+                        }
+                        cpu_relax();
+                    }
+                    continue;
+                }
+                s.spun = false;
+                // Park, as timekeeper if the role is free.
                 std::optional<clock::time_point> tk;
                 {
                     std::lock_guard g(timers_mu_);
@@ -323,6 +369,7 @@ void runtime_impl::schedule_loop(scheduler& s) {
                 continue;
             }
         }
+        s.spun = false;
         // (3) chain rule: surplus work and an idle sibling => wake one.
         if (!queue_.empty()) coord_.wake_one_if_idle();
         // (4) run it (and whoever it hands the CPU to).

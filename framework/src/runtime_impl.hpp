@@ -70,6 +70,8 @@ struct scheduler {
     std::uint32_t current_gen = 0;
     std::uint64_t slice_end = 0;    ///< tick at which the running slice expires
     std::uint32_t alloc_count = 0;  ///< allocations since the last alloc check
+    bool spun = false;              ///< already spun since the last actor ran
+    std::uint64_t next_poll = 0;    ///< tick of the next busy-path netpoll
     static constexpr std::uint32_t obs_period = 8;
     std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read
     static constexpr std::uint32_t no_actor = 0xffff'ffffu;
@@ -153,7 +155,11 @@ class runtime_impl {
     bool nothing_can_wake() const noexcept;
 
     runtime_config cfg_;
-    std::uint64_t slice_ticks_;
+    std::uint64_t slice_ticks_ = 0;
+    std::uint64_t spin_ticks_ = 0;  // immutable: runtime_config::idle_spin in ticks
+    std::uint64_t poll_ticks_ = 0;
+    std::uint64_t busy_poll_ticks_ = 0;  // immutable: busy-path netpoll period (20 us)  //
+                                         // immutable: epoll poll period while spinning (2 us)
     slot_table slots_;
     run_queue queue_;
     coordinator coord_;

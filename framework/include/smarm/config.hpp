@@ -35,6 +35,7 @@ struct runtime_config {
     std::size_t max_actors = std::size_t{1} << 20;
     std::size_t stack_size = 256 * 1024;
     std::chrono::nanoseconds timeslice = std::chrono::milliseconds(1);
+    std::chrono::nanoseconds idle_spin = std::chrono::microseconds(50);
     bool guard_pages = true;
     std::uint32_t alloc_check_interval = 0;
     unsigned blocking_threads = 2;

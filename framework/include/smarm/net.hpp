@@ -93,6 +93,7 @@ class tcp_stream {
     detail::io_driver* d_ = nullptr;
     detail::poll_desc* pd_ = nullptr;
     std::optional<detail::fd_source> read_src_, write_src_;
+    bool read_drained_ = false;  ///< the last read was short: wait before the next recv
 };
 
 /// Options for tcp_listener::bind.

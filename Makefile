@@ -10,7 +10,7 @@ JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
 
 APT_PACKAGES := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
-                libgmock-dev libbenchmark-dev spin golang-go python3
+                libgmock-dev libbenchmark-dev spin golang-go python3 strace
 
 .PHONY: all deps configure build run test test-tsan test-asan bench clean
 
@@ -43,6 +43,7 @@ test-asan: deps
 
 bench: build
 	@python3 loadtest/runtime/compare.py $(BUILD)
+	@python3 loadtest/io/compare_echo.py $(BUILD)
 
 clean:
 	@rm -rf build

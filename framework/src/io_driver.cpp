@@ -3,8 +3,10 @@
 #include <smarm/detail/wait.hpp>
 #include <smarm/runtime.hpp>
 
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,6 +62,10 @@ io_driver::io_driver(runtime_impl& rt, unsigned blocking_threads, bool persisten
 }
 
 io_driver::~io_driver() {
+    stopping_epoll_.store(true, std::memory_order_release);
+    backstop_seq_.fetch_add(1, std::memory_order_seq_cst);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&backstop_seq_), FUTEX_WAKE_PRIVATE, 1,
+            nullptr, nullptr, 0);
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(shutdown_fd_, &one, sizeof one);
     epoll_thread_.join();
@@ -252,10 +258,34 @@ bool io_driver::wait(poll_desc* pd, int dir,
     }
 }
 
+void io_driver::scheduler_idle() noexcept {
+    // seq_cst: pairs with the epoll thread's resting store + mask read.
+    if (backstop_resting_.load(std::memory_order_seq_cst)) {
+        backstop_seq_.fetch_add(1, std::memory_order_seq_cst);
+        syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&backstop_seq_), FUTEX_WAKE_PRIVATE, 1,
+                nullptr, nullptr, 0);
+    }
+}
+
 void io_driver::epoll_loop() {
     constexpr int batch = 256;
     epoll_event evs[batch];
     for (;;) {
+        if (stopping_epoll_.load(std::memory_order_acquire)) return;
+        if (!rt_.all_schedulers_idle()) {
+            // Schedulers are awake and poll epoll themselves: rest.
+            const std::uint32_t seq = backstop_seq_.load(std::memory_order_seq_cst);
+            backstop_resting_.store(true, std::memory_order_seq_cst);
+            if (!rt_.all_schedulers_idle() && !stopping_epoll_.load(std::memory_order_acquire)) {
+                timespec ts{0, 10'000'000};
+                syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&backstop_seq_),
+                        FUTEX_WAIT_PRIVATE, seq, &ts, nullptr, 0);
+            }
+            backstop_resting_.store(false, std::memory_order_seq_cst);
+            int n = epoll_wait(epfd_, evs, batch, 0);
+            if (n > 0) dispatch(evs, n, nullptr);
+            continue;
+        }
         int n = epoll_wait(epfd_, evs, batch, -1);
         if (n < 0) {
             if (errno == EINTR) continue;

@@ -351,6 +351,9 @@ void runtime_impl::schedule_loop(scheduler& s) {
                 }
                 bump(s.parks);
                 park_result r = coord_.park(s.id, tk, [&] {
+                    // Our idle bit is published: if we are the last one, the
+                    // epoll thread must take over blocking in epoll_wait.
+                    io_->scheduler_idle();
                     return !queue_.empty() ||
                            (live_.load(std::memory_order_seq_cst) == 0 &&
                             io_outstanding.load(std::memory_order_seq_cst) == 0 &&

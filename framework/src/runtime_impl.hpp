@@ -41,6 +41,7 @@
 #include <smarm/stats.hpp>
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -135,6 +136,10 @@ class runtime_impl {
     /// An IO counter just dropped: if that was the last thing keeping the run
     /// alive, a parked scheduler must come out and evaluate the verdict.
     void io_settled() noexcept { coord_.wake_one_if_idle(); }
+    /// Every scheduler is parked (or committed to parking).
+    bool all_schedulers_idle() noexcept {
+        return static_cast<unsigned>(std::popcount(coord_.idle_mask())) == cfg_.schedulers;
+    }
     /// The IO producers of the current run (valid only while run() runs).
     io_driver& io() noexcept { return *io_; }
     slot_table& slots() noexcept { return slots_; }

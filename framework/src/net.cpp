@@ -79,6 +79,23 @@ std::vector<socket_address> resolve(const std::string& host, std::uint16_t port,
     return out;
 }
 
+// Deregisters, then closes: shared by both socket kinds.
+void close_socket(int& fd, detail::io_driver* d, detail::poll_desc*& pd) noexcept {
+    if (fd < 0) return;
+    if (pd != nullptr) d->close(pd);
+    pd = nullptr;
+    ::close(fd);
+    fd = -1;
+}
+
+socket_address address_of(int fd, bool peer) {
+    socket_address a;
+    a.length = sizeof a.storage;
+    auto* sa = reinterpret_cast<sockaddr*>(&a.storage);
+    if ((peer ? getpeername(fd, sa, &a.length) : getsockname(fd, sa, &a.length)) != 0) a.length = 0;
+    return a;
+}
+
 int make_socket(int family) {
     int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) fail(errno, "smarm: socket()");
@@ -152,11 +169,7 @@ tcp_stream::~tcp_stream() {
 }
 
 void tcp_stream::close() noexcept {
-    if (fd_ < 0) return;
-    if (pd_ != nullptr) d_->close(pd_);
-    pd_ = nullptr;
-    ::close(fd_);
-    fd_ = -1;
+    close_socket(fd_, d_, pd_);
 }
 
 bool tcp_stream::wait(io_dir dir, std::optional<std::chrono::steady_clock::time_point> deadline) {
@@ -272,17 +285,11 @@ void tcp_stream::set_nodelay(bool on) {
 }
 
 socket_address tcp_stream::peer_address() const {
-    socket_address a;
-    a.length = sizeof a.storage;
-    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) a.length = 0;
-    return a;
+    return address_of(fd_, true);
 }
 
 socket_address tcp_stream::local_address() const {
-    socket_address a;
-    a.length = sizeof a.storage;
-    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) a.length = 0;
-    return a;
+    return address_of(fd_, false);
 }
 
 // ---------------------------------------------------------------------------
@@ -311,11 +318,7 @@ tcp_listener::~tcp_listener() {
 }
 
 void tcp_listener::close() noexcept {
-    if (fd_ < 0) return;
-    if (pd_ != nullptr) d_->close(pd_);
-    pd_ = nullptr;
-    ::close(fd_);
-    fd_ = -1;
+    close_socket(fd_, d_, pd_);
 }
 
 tcp_listener tcp_listener::bind(const std::string& host, std::uint16_t port,
@@ -368,10 +371,7 @@ tcp_stream tcp_listener::accept(io_deadline timeout) {
 }
 
 socket_address tcp_listener::local_address() const {
-    socket_address a;
-    a.length = sizeof a.storage;
-    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) a.length = 0;
-    return a;
+    return address_of(fd_, false);
 }
 
 }  // namespace smarm

@@ -18,6 +18,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <smarm_test/workloads.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -40,28 +42,14 @@ double ms_since(steady::time_point t0) {
     return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
 }
 
-long long skynet(long long num, long long size) {
-    if (size == 1) return num;
-    auto [tx, rx] = smarm::channel<long long>();
-    long long child = size / 10;
-    for (long long i = 0; i < 10; ++i)
-        smarm::spawn([tx = tx, n = num + i * child, child] {
-            (void)tx.send(skynet(n, child));
-        }).detach();
-    long long sum = 0;
-    for (int i = 0; i < 10; ++i)
-        sum += *rx.recv();
-    return sum;
-}
-
 void BM_skynet_1M(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
-    rt.run([] { (void)skynet(0, 1'000'000); });  // warm-up: stacks, slots
+    rt.run([] { (void)smarm_test::skynet(0, 1'000'000); });  // warm-up: stacks, slots
     double ms = 0;
     for (auto _ : state) {
         auto t0 = steady::now();
         long long sum = 0;
-        rt.run([&] { sum = skynet(0, 1'000'000); });
+        rt.run([&] { sum = smarm_test::skynet(0, 1'000'000); });
         ms = ms_since(t0);
         if (sum != 499999500000LL) state.SkipWithError("skynet: wrong sum");
     }

@@ -552,14 +552,22 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         stacks_.release(sl.stack);
     sl.stack = stack_mem{};
     std::vector<std::pair<pid, std::uint32_t>> joiners;
+    std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
+    std::vector<pid> links;
     {
         std::lock_guard g(sl.cold_mu);
         sl.word.finish();
         joiners.swap(sl.joiners);
+        monitors.swap(sl.monitors);
+        links.swap(sl.links);
+        sl.trap.reset();
     }
     for (auto& [p, e] : joiners)
         unpark_at(p, e, &s);
     pid me{sl.index, s.current_gen};
+    // Monitors and links are told before live_ drops (their wakes count).
+    if (!monitors.empty() || !links.empty())
+        notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);
     if (me == root_) root_exited_.store(true, std::memory_order_release);
     if (sl.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(sl);
     // Last: every wake this finalize produced is already enqueued.
@@ -572,6 +580,9 @@ void runtime_impl::reclaim(slot& sl) noexcept {
         sl.end_error = nullptr;
         sl.joiners.clear();
         if (sl.joiners.capacity() > 8) sl.joiners.shrink_to_fit();
+        sl.monitors.clear();
+        sl.links.clear();
+        sl.trap.reset();
         sl.parent = pid{};
         sl.word.reclaim();
     }

@@ -136,6 +136,9 @@ class runtime_impl {
     /// An IO counter just dropped: if that was the last thing keeping the run
     /// alive, a parked scheduler must come out and evaluate the verdict.
     void io_settled() noexcept { coord_.wake_one_if_idle(); }
+    std::uint64_t next_monitor_id() noexcept {
+        return next_monitor_id_.fetch_add(1, std::memory_order_relaxed);
+    }
     /// Every scheduler is parked (or committed to parking).
     bool all_schedulers_idle() noexcept {
         return static_cast<unsigned>(std::popcount(coord_.idle_mask())) == cfg_.schedulers;
@@ -181,7 +184,14 @@ class runtime_impl {
     std::atomic<bool> running_{false};
     std::unique_ptr<scheduler[]> scheds_;
     std::unique_ptr<io_driver> io_;  // created per run, destroyed at teardown
+    std::atomic<std::uint64_t> next_monitor_id_{1};
 };
+
+/// Deliver `who`'s end to its monitors and links (monitor.cpp). Called by
+/// finalize on the scheduler thread, after Done was published.
+void notify_exit(runtime_impl& rt, scheduler& s, pid who, exit_kind kind, std::exception_ptr error,
+                 std::vector<std::pair<std::uint64_t, sender<down>>>& monitors,
+                 std::vector<pid>& links);
 
 /// Process-wide tick source for timeslices (TSC where available).
 std::uint64_t ticks() noexcept;

@@ -8,6 +8,7 @@
 // grows; chunk pointers are published with release stores so lookups never
 // lock.
 
+#include <smarm/monitor.hpp>
 #include <smarm/pid.hpp>
 #include <smarm/runtime.hpp>
 
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -54,8 +56,11 @@ struct slot {
 
     // ---- cold ----
     spinlock cold_mu;
-    pid parent;                                          // guarded by cold_mu
-    std::vector<std::pair<pid, std::uint32_t>> joiners;  // guarded by cold_mu
+    pid parent;                                                    // guarded by cold_mu
+    std::vector<std::pair<pid, std::uint32_t>> joiners;            // guarded by cold_mu
+    std::vector<std::pair<std::uint64_t, sender<down>>> monitors;  // guarded by cold_mu
+    std::vector<pid> links;                                        // guarded by cold_mu
+    std::optional<sender<exit_signal>> trap;                       // guarded by cold_mu
 
     bool stop_pending(std::uint32_t gen) const noexcept {
         // relaxed: a late observation only delays the stop to the next

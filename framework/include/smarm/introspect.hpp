@@ -28,7 +28,7 @@ struct actor_info {
     std::string state;               ///< queued, running, running_notified, parked, done
     std::vector<std::string> names;  ///< registered names (empty until the registry)
     bool trap_exit = false;
-    std::uint32_t monitors = 0;
+    std::uint32_t monitors = 0;  ///< monitors watching it
     std::uint32_t links = 0;
     std::uint32_t joiners = 0;                   ///< actors parked in join() on it
     std::optional<std::uint64_t> mailbox_depth;  ///< of its registered inbox, if any

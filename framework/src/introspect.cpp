@@ -49,6 +49,17 @@ snapshot take_snapshot() {
     for (std::size_t i = 0; i < n; ++i)
         if (auto a = read_slot(*slots.at(static_cast<std::uint32_t>(i)), std::nullopt))
             s.actors.push_back(std::move(*a));
+    // Names and mailbox depths, from one pass over the registry.
+    std::map<pid, std::size_t> at;
+    for (std::size_t i = 0; i < s.actors.size(); ++i)
+        at[s.actors[i].id] = i;
+    for (auto& [holder, nm, depth] : rt->names().all()) {
+        auto it = at.find(holder);
+        if (it == at.end()) continue;
+        auto& a = s.actors[it->second];
+        a.names.push_back(nm);
+        a.mailbox_depth = a.mailbox_depth.value_or(0) + depth;
+    }
     s.stats = rt->stats();
     return s;
 }
@@ -58,7 +69,14 @@ std::optional<actor_info> info(pid p) {
     if (rt == nullptr) return std::nullopt;
     detail::slot* sl = rt->slots().at(p.index);
     if (sl == nullptr) return std::nullopt;
-    return read_slot(*sl, p.generation);
+    auto a = read_slot(*sl, p.generation);
+    if (a) {
+        for (auto& [nm, depth] : rt->names().names_of(*rt, p)) {
+            a->names.push_back(nm);
+            a->mailbox_depth = a->mailbox_depth.value_or(0) + depth;
+        }
+    }
+    return a;
 }
 
 std::vector<tree_node> tree() {

@@ -238,7 +238,8 @@ void runtime_impl::run(unique_function root) {
         root_outcome.error = sl->end_error;
     }
     release_handle(root_);
-    io_.reset();  // joins the epoll thread and the pool (all idle by now)
+    names_.clear();  // bindings hold senders: drop them with the run
+    io_.reset();     // joins the epoll thread and the pool (all idle by now)
     {
         std::lock_guard g(timers_mu_);
         timers_.clear();

@@ -45,7 +45,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <typeindex>
+#include <unordered_map>
 #include <vector>
 
 #include "coordinator.hpp"
@@ -58,6 +62,26 @@
 namespace smarm::detail {
 
 class runtime_impl;
+
+/// Name -> typed inbox bindings (registry.cpp). Guarded by mu; a channel's
+/// lock may be taken under it (depth probes), never the reverse.
+struct registry {
+    struct binding {
+        pid holder;
+        std::type_index type;
+        std::shared_ptr<void> tx;  ///< a sender<M>
+        std::size_t (*depth)(const void*);
+    };
+    std::mutex mu;
+    std::unordered_map<std::string, binding> bindings;  // guarded by mu
+
+    static bool alive(runtime_impl& rt, pid p) noexcept;
+    /// (name, mailbox depth) of every binding held by `p`.
+    std::vector<std::pair<std::string, std::size_t>> names_of(runtime_impl& rt, pid p);
+    /// (holder, name, mailbox depth) of every binding.
+    std::vector<std::tuple<pid, std::string, std::size_t>> all();
+    void clear() noexcept;
+};
 
 enum class switch_reason { yield, park, finish, handoff };
 
@@ -136,6 +160,7 @@ class runtime_impl {
     /// An IO counter just dropped: if that was the last thing keeping the run
     /// alive, a parked scheduler must come out and evaluate the verdict.
     void io_settled() noexcept { coord_.wake_one_if_idle(); }
+    registry& names() noexcept { return names_; }
     std::uint64_t next_monitor_id() noexcept {
         return next_monitor_id_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -185,6 +210,7 @@ class runtime_impl {
     std::unique_ptr<scheduler[]> scheds_;
     std::unique_ptr<io_driver> io_;  // created per run, destroyed at teardown
     std::atomic<std::uint64_t> next_monitor_id_{1};
+    registry names_;
 };
 
 /// Deliver `who`'s end to its monitors and links (monitor.cpp). Called by

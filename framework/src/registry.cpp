@@ -1,0 +1,130 @@
+// The per-runtime name registry (registry.hpp).
+
+#include <smarm/registry.hpp>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "runtime_impl.hpp"
+
+namespace smarm {
+
+const char* to_string(name_error e) noexcept {
+    switch (e) {
+        case name_error::unresolved:
+            return "unresolved";
+        case name_error::dead:
+            return "dead";
+        case name_error::no_channel:
+            return "no_channel";
+        case name_error::closed:
+            return "closed";
+        case name_error::no_member:
+            return "no_member";
+    }
+    return "?";
+}
+
+namespace detail {
+
+namespace {
+
+runtime_impl& rt_or_throw(const char* call) {
+    runtime_impl* rt = active_runtime();
+    if (rt == nullptr) throw std::logic_error(std::string(call) + ": no smarm runtime is running");
+    return *rt;
+}
+
+}  // namespace
+
+bool registry::alive(runtime_impl& rt, pid p) noexcept {
+    slot* sl = rt.slots().at(p.index);
+    if (sl == nullptr) return false;
+    std::uint64_t w = sl->word.load();
+    auto st = state_word::state_of(w);
+    return state_word::gen_of(w) == p.generation && st != actor_state::vacant &&
+           st != actor_state::done;
+}
+
+bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
+                   std::size_t (*depth)(const void*)) {
+    pid me = current_pid("smarm::register_name");
+    runtime_impl& rt = rt_or_throw("smarm::register_name");
+    registry& reg = rt.names();
+    std::shared_ptr<void> old;  // destroyed outside the lock
+    std::lock_guard g(reg.mu);
+    auto it = reg.bindings.find(std::string(n));
+    if (it != reg.bindings.end()) {
+        if (registry::alive(rt, it->second.holder)) return false;
+        old = std::move(it->second.tx);
+        reg.bindings.erase(it);
+    }
+    reg.bindings.emplace(std::string(n), registry::binding{me, type, std::move(tx), depth});
+    return true;
+}
+
+name_lookup registry_resolve(std::string_view n, std::type_index type) {
+    runtime_impl& rt = rt_or_throw("smarm registry");
+    registry& reg = rt.names();
+    name_lookup out;
+    std::shared_ptr<void> pruned;  // destroyed outside the lock
+    std::lock_guard g(reg.mu);
+    auto it = reg.bindings.find(std::string(n));
+    if (it == reg.bindings.end()) {
+        out.error = name_error::unresolved;
+        return out;
+    }
+    if (!registry::alive(rt, it->second.holder)) {
+        pruned = std::move(it->second.tx);
+        reg.bindings.erase(it);
+        out.error = name_error::dead;
+        return out;
+    }
+    if (it->second.type != type) {
+        out.error = name_error::no_channel;
+        return out;
+    }
+    out.found = resolved_name{it->second.holder, it->second.tx};
+    return out;
+}
+
+bool registry_unbind(std::string_view n) {
+    runtime_impl& rt = rt_or_throw("smarm::unregister");
+    registry& reg = rt.names();
+    std::shared_ptr<void> old;
+    std::lock_guard g(reg.mu);
+    auto it = reg.bindings.find(std::string(n));
+    if (it == reg.bindings.end()) return false;
+    old = std::move(it->second.tx);
+    reg.bindings.erase(it);
+    return true;
+}
+
+std::vector<std::pair<std::string, std::size_t>> registry::names_of(runtime_impl& rt, pid p) {
+    (void)rt;
+    std::vector<std::pair<std::string, std::size_t>> out;
+    std::lock_guard g(mu);
+    for (auto& [n, b] : bindings)
+        if (b.holder == p) out.emplace_back(n, b.depth(b.tx.get()));
+    return out;
+}
+
+std::vector<std::tuple<pid, std::string, std::size_t>> registry::all() {
+    std::vector<std::tuple<pid, std::string, std::size_t>> out;
+    std::lock_guard g(mu);
+    for (auto& [n, b] : bindings)
+        out.emplace_back(b.holder, n, b.depth(b.tx.get()));
+    return out;
+}
+
+void registry::clear() noexcept {
+    std::unordered_map<std::string, binding> old;
+    {
+        std::lock_guard g(mu);
+        old.swap(bindings);
+    }
+}
+
+}  // namespace detail
+}  // namespace smarm

@@ -49,7 +49,11 @@ bool registry::alive(runtime_impl& rt, pid p) noexcept {
 
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
                    std::size_t (*depth)(const void*)) {
-    pid me = current_pid("smarm::register_name");
+    return registry_bind_for(current_pid("smarm::register_name"), n, type, std::move(tx), depth);
+}
+
+bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::shared_ptr<void> tx,
+                       std::size_t (*depth)(const void*)) {
     runtime_impl& rt = rt_or_throw("smarm::register_name");
     registry& reg = rt.names();
     std::shared_ptr<void> old;  // destroyed outside the lock

@@ -64,6 +64,8 @@ struct name_lookup {
 };
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
                    std::size_t (*depth)(const void*));
+bool registry_bind_for(pid holder, std::string_view n, std::type_index type,
+                       std::shared_ptr<void> tx, std::size_t (*depth)(const void*));
 name_lookup registry_resolve(std::string_view n, std::type_index type);
 bool registry_unbind(std::string_view n);
 template <class M>

@@ -1,0 +1,273 @@
+#pragma once
+// smarm::gen_server — a request/response server actor, OTP style.
+//
+//     struct counter : smarm::gen_server<int /*call*/, int /*reply*/, int /*cast*/> {
+//         int n = 0;
+//         int handle_call(int add) override { return n += add; }
+//         void handle_cast(int add) override { n += add; }
+//     };
+//     auto ref = smarm::start<counter>();
+//     auto r = smarm::call(ref, 5, 1s);      // r.value == 5, or r.error
+//     smarm::cast(ref, 1);
+//
+// Callback contract (all run in the server actor, one at a time):
+//   handle_call(Call) -> Reply     a call; the reply goes back to the caller.
+//   handle_cast(Cast)              fire-and-forget message.          (optional)
+//   handle_info(Info)              any other message (send_info).    (optional)
+//   handle_timer(tag)              a timer armed with arm_after /
+//                                  arm_every fired; timers are served
+//                                  before queued inbox messages.     (optional)
+//   terminate(exit_kind)           the server is ending (normal stop,
+//                                  stop request, or an exception).   (optional)
+// A callback that throws ends the server (outcome panic): callers still
+// queued see call_error::server_down. stop() inside a callback ends the
+// server after that callback.
+//
+// call(ref_or_name, request, timeout) -> call_result: the reply, or
+// server_down (the server is not running, died, or was stopped while the
+// call was queued) or timeout. Named servers (start_named) resolve the
+// moment start_named returns.
+//
+// Thread safety: refs are values; use them from any actor.
+
+#include <smarm/channel.hpp>
+#include <smarm/registry.hpp>
+#include <smarm/runtime.hpp>
+#include <smarm/select.hpp>
+#include <smarm/timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace smarm {
+
+enum class call_error { server_down, timeout };
+
+inline const char* to_string(call_error e) noexcept {
+    return e == call_error::server_down ? "server_down" : "timeout";
+}
+
+/// The reply to a call, or why there is none.
+template <class Reply>
+struct [[nodiscard]] call_result {
+    std::optional<Reply> value;
+    std::optional<call_error> error;
+    explicit operator bool() const noexcept { return value.has_value(); }
+};
+
+/// Base of a server: override the handlers (see the header comment).
+template <class Call, class Reply, class Cast = std::monostate, class Info = std::monostate>
+class gen_server {
+  public:
+    using call_type = Call;
+    using reply_type = Reply;
+    using cast_type = Cast;
+    using info_type = Info;
+
+    /// What travels in a server's inbox.
+    struct call_msg {
+        Call request;
+        sender<Reply> reply;
+    };
+    using envelope = std::variant<call_msg, Cast, Info>;
+
+    gen_server() {
+        // Created with the server object, so timers can be armed in the
+        // constructor (they fire once serve() runs).
+        auto [tx, rx] = channel<std::uint64_t>();
+        timers_ = std::move(tx);
+        timer_rx_ = std::move(rx);
+    }
+    virtual ~gen_server() = default;
+
+    virtual Reply handle_call(Call request) = 0;
+    virtual void handle_cast(Cast) {}
+    virtual void handle_info(Info) {}
+    virtual void handle_timer(std::uint64_t /*tag*/) {}
+    virtual void terminate(exit_kind) {}
+
+    /// Runs the server loop on the calling actor until stopped. Used by
+    /// start(); call it yourself to turn an existing actor into a server.
+    void serve(receiver<envelope> inbox) {
+        auto& trx = timer_rx_;
+        exit_kind why = exit_kind::exit;
+        try {
+            while (!stopping_) {
+                // Timer fires are selected above the inbox.
+                std::size_t arm = select({trx, inbox});
+                if (arm == 0) {
+                    auto tag = trx.try_recv();
+                    if (!tag) continue;
+                    on_timer(*tag.value);
+                    continue;
+                }
+                auto m = inbox.try_recv();
+                if (m.status == recv_status::closed) break;
+                if (!m) continue;
+                dispatch(std::move(*m.value));
+            }
+        } catch (const stopped&) {
+            why = exit_kind::stopped;
+            cancel_all();
+            terminate(why);
+            throw;
+        } catch (...) {
+            cancel_all();
+            terminate(exit_kind::panic);
+            throw;
+        }
+        cancel_all();
+        terminate(why);
+    }
+
+  protected:
+    /// Fires handle_timer(tag) once after `d`. Returns an id for cancel().
+    timer_id arm_after(std::chrono::nanoseconds d, std::uint64_t tag) {
+        auto id = send_after(d, timers_, tag);
+        armed_[tag] = {id, std::chrono::nanoseconds::zero()};
+        return id;
+    }
+    /// Fires handle_timer(tag) every `period` until cancel(tag).
+    timer_id arm_every(std::chrono::nanoseconds period, std::uint64_t tag) {
+        auto id = send_after(period, timers_, tag);
+        armed_[tag] = {id, period};
+        return id;
+    }
+    /// Cancels the timer armed under `tag`: true if it was pending.
+    bool cancel(std::uint64_t tag) {
+        auto it = armed_.find(tag);
+        if (it == armed_.end()) return false;
+        bool pending = cancel_timer(it->second.first);
+        armed_.erase(it);
+        return pending;
+    }
+    /// End the server after the current callback.
+    void stop() noexcept { stopping_ = true; }
+
+  private:
+    void dispatch(envelope&& e) {
+        if (auto* c = std::get_if<call_msg>(&e)) {
+            (void)c->reply.send(handle_call(std::move(c->request)));
+        } else if (auto* k = std::get_if<1>(&e)) {
+            handle_cast(std::move(*k));
+        } else {
+            handle_info(std::move(std::get<2>(e)));
+        }
+    }
+    void on_timer(std::uint64_t tag) {
+        auto it = armed_.find(tag);
+        if (it == armed_.end()) return;  // cancelled after it fired
+        if (it->second.second > std::chrono::nanoseconds::zero())
+            it->second.first = send_after(it->second.second, timers_, tag);
+        else
+            armed_.erase(it);
+        handle_timer(tag);
+    }
+    void cancel_all() noexcept {
+        for (auto& [tag, t] : armed_)
+            cancel_timer(t.first);
+        armed_.clear();
+    }
+
+    sender<std::uint64_t> timers_;
+    receiver<std::uint64_t> timer_rx_;
+    std::map<std::uint64_t, std::pair<timer_id, std::chrono::nanoseconds>> armed_;
+    bool stopping_ = false;
+};
+
+/// The address of a running server.
+template <class Server>
+struct server_ref {
+    pid id;
+    sender<typename Server::envelope> inbox;
+};
+
+/// Spawns `Server(args...)` as a new actor serving its inbox.
+template <class Server, class... Args>
+server_ref<Server> start(Args&&... args) {
+    auto [tx, rx] = channel<typename Server::envelope>();
+    auto h = spawn([rx = std::move(rx), ... args = std::forward<Args>(args)]() mutable {
+        Server s(std::move(args)...);
+        s.serve(std::move(rx));
+    });
+    server_ref<Server> ref{h.id(), std::move(tx)};
+    h.detach();
+    return ref;
+}
+
+/// start(), then registers the inbox under `n` on the server's behalf, so
+/// the name resolves as soon as this returns. Throws std::runtime_error
+/// naming `n` when a live actor already holds it (the server is stopped).
+template <class Server, class... Args>
+server_ref<Server> start_named(name<typename Server::envelope> n, Args&&... args) {
+    auto ref = start<Server>(std::forward<Args>(args)...);
+    using env = typename Server::envelope;
+    if (!detail::registry_bind_for(ref.id, n.text, typeid(env),
+                                   std::make_shared<sender<env>>(ref.inbox),
+                                   &detail::sender_depth<env>)) {
+        request_stop(ref.id);
+        throw std::runtime_error("smarm::start_named: the name \"" + std::string(n.text) +
+                                 "\" is held by a live actor");
+    }
+    return ref;
+}
+
+namespace detail {
+template <class Server>
+call_result<typename Server::reply_type> call_via(const sender<typename Server::envelope>& inbox,
+                                                  typename Server::call_type request,
+                                                  std::chrono::nanoseconds timeout) {
+    using reply = typename Server::reply_type;
+    auto [rtx, rrx] = channel<reply>();
+    typename Server::call_msg msg{std::move(request), std::move(rtx)};
+    if (!inbox.send(typename Server::envelope(std::move(msg))).ok())
+        return {std::nullopt, call_error::server_down};
+    // The only reply sender travels with the request: if the server dies or
+    // drops the queued request, the channel closes and we learn it here.
+    auto r = rrx.recv_timeout(timeout);
+    if (r) return {std::move(r.value), std::nullopt};
+    return {std::nullopt,
+            r.status == recv_status::timeout ? call_error::timeout : call_error::server_down};
+}
+}  // namespace detail
+
+/// Calls a server and parks for the reply, at most `timeout`.
+template <class Server>
+call_result<typename Server::reply_type> call(const server_ref<Server>& ref,
+                                              typename Server::call_type request,
+                                              std::chrono::nanoseconds timeout) {
+    return detail::call_via<Server>(ref.inbox, std::move(request), timeout);
+}
+
+/// Calls the server registered under `n` (resolved now).
+template <class Server>
+call_result<typename Server::reply_type> call(name<typename Server::envelope> n,
+                                              typename Server::call_type request,
+                                              std::chrono::nanoseconds timeout) {
+    using env = typename Server::envelope;
+    auto r = detail::registry_resolve(n.text, typeid(env));
+    if (!r.found) return {std::nullopt, call_error::server_down};
+    return detail::call_via<Server>(*static_cast<const sender<env>*>(r.found->tx.get()),
+                                    std::move(request), timeout);
+}
+
+/// Casts to a server; false when it is not running.
+template <class Server>
+bool cast(const server_ref<Server>& ref, typename Server::cast_type msg) {
+    return ref.inbox.send(typename Server::envelope(std::in_place_index<1>, std::move(msg))).ok();
+}
+
+/// Sends an info message to a server; false when it is not running.
+template <class Server>
+bool send_info(const server_ref<Server>& ref, typename Server::info_type msg) {
+    return ref.inbox.send(typename Server::envelope(std::in_place_index<2>, std::move(msg))).ok();
+}
+
+}  // namespace smarm

@@ -1,0 +1,156 @@
+#include <smarm/gen_server.hpp>
+#include <smarm/monitor.hpp>
+#include <smarm/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <smarm_test/run.hpp>
+
+using namespace std::chrono_literals;
+using steady = smarm_test::steady;
+
+namespace {
+
+// call: add n (n < 0: throw; n == 1000: sleep 200 ms first), reply the total.
+// cast: add. info: stop.
+struct counter : smarm::gen_server<int, int, int, std::string> {
+    int total = 0;
+    std::atomic<int>* terminated = nullptr;
+    explicit counter(std::atomic<int>* t = nullptr) : terminated(t) {}
+    int handle_call(int n) override {
+        if (n < 0) throw std::runtime_error("negative");
+        if (n == 1000) smarm::sleep(200ms);
+        return total += n;
+    }
+    void handle_cast(int n) override { total += n; }
+    void handle_info(std::string s) override {
+        if (s == "stop") stop();
+    }
+    void terminate(smarm::exit_kind) override {
+        if (terminated) terminated->fetch_add(1);
+    }
+};
+
+TEST(GenServer, CallCastInfoAndTerminate) {
+    std::atomic<int> terminated{0};
+    smarm_test::run([&] {
+        auto ref = smarm::start<counter>(&terminated);
+        auto r = smarm::call(ref, 5, 1s);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(*r.value, 5);
+        EXPECT_TRUE(smarm::cast(ref, 2));
+        EXPECT_EQ(*smarm::call(ref, 0, 1s).value, 7) << "the cast was served in order";
+        auto m = smarm::monitor(ref.id);
+        EXPECT_TRUE(smarm::send_info(ref, std::string("stop")));
+        EXPECT_EQ(m.rx.recv()->reason, smarm::down_reason::exit);
+        auto after = smarm::call(ref, 1, 1s);
+        EXPECT_EQ(after.error, smarm::call_error::server_down);
+    });
+    EXPECT_EQ(terminated.load(), 1);
+}
+
+TEST(GenServer, CallTimeout) {
+    smarm_test::run([] {
+        auto ref = smarm::start<counter>();
+        auto t0 = steady::now();
+        auto r = smarm::call(ref, 1000, 20ms);
+        EXPECT_EQ(r.error, smarm::call_error::timeout);
+        EXPECT_GE(steady::now() - t0, 20ms);
+        EXPECT_TRUE(smarm::call(ref, 1, 5s)) << "the server lives on";
+        smarm::request_stop(ref.id);
+    });
+}
+
+TEST(GenServer, NamedServerResolvesWhenStartReturns) {
+    smarm_test::run([] {
+        constexpr smarm::name<counter::envelope> name{"counter_server"};
+        auto ref = smarm::start_named<counter>(name);
+        EXPECT_EQ(smarm::whereis(name), ref.id);
+        auto r = smarm::call<counter>(name, 3, 1s);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(*r.value, 3);
+        EXPECT_THROW(smarm::start_named<counter>(name), std::runtime_error);
+        smarm::request_stop(ref.id);
+    });
+}
+
+// Seed test stop_with_queued_call: a named server busy in a long call is
+// stopped while another call sits queued; the queued caller is released
+// with server_down well within 3 s.
+TEST(GenServer, StopWithQueuedCall) {
+    smarm_test::run([] {
+        constexpr smarm::name<counter::envelope> name{"busy_server"};
+        auto ref = smarm::start_named<counter>(name);
+        auto busy = smarm::spawn([&] { (void)smarm::call<counter>(name, 1000, 10s); });
+        smarm::sleep(5ms);
+        auto t0 = steady::now();
+        auto queued = smarm::spawn([&] {
+            auto r = smarm::call<counter>(name, 1, 10s);
+            EXPECT_EQ(r.error, smarm::call_error::server_down);
+        });
+        smarm::sleep(5ms);
+        smarm::request_stop(ref.id);
+        queued.join();
+        busy.join();
+        EXPECT_LT(steady::now() - t0, 3s);
+        EXPECT_EQ(smarm::call<counter>(name, 1, 1s).error, smarm::call_error::server_down);
+    });
+}
+
+TEST(GenServer, HandlerExceptionTurnsCallersIntoServerDown) {
+    smarm_test::run([] {
+        auto ref = smarm::start<counter>();
+        auto m = smarm::monitor(ref.id);
+        EXPECT_EQ(smarm::call(ref, -1, 1s).error, smarm::call_error::server_down);
+        EXPECT_EQ(m.rx.recv()->reason, smarm::down_reason::panic);
+    });
+}
+
+struct ticker : smarm::gen_server<int, std::vector<std::uint64_t>> {
+    std::vector<std::uint64_t> fired;
+    ticker() {
+        arm_after(5ms, 1);
+        arm_every(2ms, 2);
+        arm_after(10ms, 3);
+        cancel(3);
+    }
+    std::vector<std::uint64_t> handle_call(int) override { return fired; }
+    void handle_timer(std::uint64_t tag) override {
+        fired.push_back(tag);
+        if (tag == 2 && std::count(fired.begin(), fired.end(), 2) == 3) cancel(2);
+    }
+};
+
+TEST(GenServer, TimersAfterEveryAndCancel) {
+    smarm_test::run([] {
+        auto ref = smarm::start<ticker>();
+        // Wait (generously) until the expected fires happened, then a bit
+        // longer to see that nothing else fires.
+        auto t0 = steady::now();
+        for (;;) {
+            auto r = smarm::call(ref, 0, 5s);
+            ASSERT_TRUE(r);
+            auto& f = *r.value;
+            if (std::count(f.begin(), f.end(), 1u) == 1 && std::count(f.begin(), f.end(), 2u) >= 3)
+                break;
+            ASSERT_LT(steady::now() - t0, 10s) << "timers never fired";
+            smarm::sleep(2ms);
+        }
+        smarm::sleep(20ms);
+        auto r = smarm::call(ref, 0, 5s);
+        ASSERT_TRUE(r);
+        auto& f = *r.value;
+        EXPECT_EQ(std::count(f.begin(), f.end(), 1u), 1);
+        EXPECT_EQ(std::count(f.begin(), f.end(), 2u), 3) << "every, until cancelled";
+        EXPECT_EQ(std::count(f.begin(), f.end(), 3u), 0) << "cancelled before firing";
+        smarm::request_stop(ref.id);
+    });
+}
+
+}  // namespace

@@ -239,7 +239,8 @@ void runtime_impl::run(unique_function root) {
     }
     release_handle(root_);
     names_.clear();  // bindings hold senders: drop them with the run
-    io_.reset();     // joins the epoll thread and the pool (all idle by now)
+    groups_.clear();
+    io_.reset();  // joins the epoll thread and the pool (all idle by now)
     {
         std::lock_guard g(timers_mu_);
         timers_.clear();
@@ -534,6 +535,7 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->overruns.store(0, std::memory_order_relaxed);
     sl->messages.store(0, std::memory_order_relaxed);
     sl->no_preempt = 0;
+    sl->pg_member = false;
     sl->end_kind = exit_kind::exit;
     sl->end_error = nullptr;
     // No cold lock: nobody looks at the slot before word.spawn() publishes it
@@ -569,6 +571,10 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     // Monitors and links are told before live_ drops (their wakes count).
     if (!monitors.empty() || !links.empty())
         notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);
+    if (sl.pg_member) {
+        sl.pg_member = false;
+        groups_.evict(me);
+    }
     if (me == root_) root_exited_.store(true, std::memory_order_release);
     if (sl.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) reclaim(sl);
     // Last: every wake this finalize produced is already enqueued.

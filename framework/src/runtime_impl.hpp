@@ -83,6 +83,21 @@ struct registry {
     void clear() noexcept;
 };
 
+/// Process groups (pg.cpp). Guarded by mu.
+struct process_groups {
+    struct member {
+        pid holder;
+        std::type_index type;
+        std::shared_ptr<void> tx;  ///< a sender<M>
+    };
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<member>> groups;  // guarded by mu
+    std::size_t cursor = 0;                                       // guarded by mu
+    /// Removes `p` from every group (finalize of an actor that joined one).
+    void evict(pid p);
+    void clear() noexcept;
+};
+
 enum class switch_reason { yield, park, finish, handoff };
 
 struct scheduler {
@@ -161,6 +176,7 @@ class runtime_impl {
     /// alive, a parked scheduler must come out and evaluate the verdict.
     void io_settled() noexcept { coord_.wake_one_if_idle(); }
     registry& names() noexcept { return names_; }
+    process_groups& groups() noexcept { return groups_; }
     std::uint64_t next_monitor_id() noexcept {
         return next_monitor_id_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -211,6 +227,7 @@ class runtime_impl {
     std::unique_ptr<io_driver> io_;  // created per run, destroyed at teardown
     std::atomic<std::uint64_t> next_monitor_id_{1};
     registry names_;
+    process_groups groups_;
 };
 
 /// Deliver `who`'s end to its monitors and links (monitor.cpp). Called by

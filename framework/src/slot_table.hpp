@@ -47,6 +47,7 @@ struct slot {
     void* task = nullptr;
     const task_vtable* vt = nullptr;
     std::uint32_t no_preempt = 0;  ///< no_preempt nesting depth
+    bool pg_member = false;        ///< joined a process group (finalize evicts it)
     void* eh_caught = nullptr;     ///< saved __cxa_eh_globals while switched out
     unsigned eh_uncaught = 0;
     void* tsan_fiber = nullptr;

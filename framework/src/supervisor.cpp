@@ -1,0 +1,244 @@
+// The supervisor loop (supervisor.hpp).
+//
+// The supervisor monitors each child into one `down` channel and selects it
+// above its control channel. Children it stops itself (for one_for_all /
+// rest_for_one, give-up or its own stop) are waited for by monitor id with
+// a selective receive, so their downs are never mistaken for failures.
+
+#include <smarm/select.hpp>
+#include <smarm/supervisor.hpp>
+
+#include <algorithm>
+#include <deque>
+
+namespace smarm {
+
+namespace {
+std::atomic<std::uint64_t> g_restarts{0};
+std::atomic<std::uint64_t> g_give_ups{0};
+
+struct child {
+    child_spec spec;
+    pid id;
+    std::uint64_t monitor = 0;
+    bool running = false;
+};
+}  // namespace
+
+supervisor_counters supervisor_totals() noexcept {
+    return {g_restarts.load(std::memory_order_relaxed), g_give_ups.load(std::memory_order_relaxed)};
+}
+
+namespace detail {
+
+namespace {
+
+class supervisor_state {
+  public:
+    supervisor_state(supervisor_options o, receiver<down> downs, sender<down> downs_tx)
+        : opts_(o), downs_(std::move(downs)), downs_tx_(std::move(downs_tx)) {}
+
+    std::vector<child> children;
+
+    void start(child& c) {
+        auto body = c.spec.body;
+        auto [ack_tx, ack_rx] = channel<int>();
+        {
+            // no_preempt: the child must not run (spawn is work-first)
+            // before its monitor is installed, or an instant failure would
+            // read as noproc and lose its outcome.
+            no_preempt hold;
+            auto h = spawn([body, ack = std::move(ack_tx)] {
+                (void)ack.send(1);
+                body();
+            });
+            c.id = h.id();
+            c.monitor = monitor(c.id, downs_tx_);
+            c.running = true;
+            h.detach();
+        }
+        // Children start in order: wait until this one runs (OTP's init ack).
+        (void)ack_rx.recv();
+    }
+
+    // Stops a running child and waits for its down.
+    void stop(child& c) {
+        if (!c.running) return;
+        request_stop(c.id);
+        const std::uint64_t id = c.monitor;
+        (void)downs_.recv_match([id](const down& d) { return d.monitor_id == id; });
+        c.running = false;
+    }
+
+    void stop_all_reverse(std::size_t from = 0) {
+        for (std::size_t i = children.size(); i-- > from;)
+            stop(children[i]);
+    }
+
+    // Records a restart; false when the intensity is exceeded.
+    bool note_restart() {
+        auto now = std::chrono::steady_clock::now();
+        restarts_.push_back(now);
+        while (!restarts_.empty() && now - restarts_.front() > opts_.period)
+            restarts_.pop_front();
+        if (restarts_.size() > opts_.max_restarts) return false;
+        g_restarts.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+
+    void on_down(const down& d) {
+        auto it = std::find_if(children.begin(), children.end(), [&](const child& c) {
+            return c.running && c.monitor == d.monitor_id;
+        });
+        if (it == children.end()) return;
+        it->running = false;
+        const bool abnormal = d.reason == down_reason::panic || d.reason == down_reason::stopped;
+        const auto policy = it->spec.restart;
+        if (policy == restart_policy::temporary ||
+            (policy == restart_policy::transient && !abnormal)) {
+            children.erase(it);
+            return;
+        }
+        if (!note_restart()) {
+            g_give_ups.fetch_add(1, std::memory_order_relaxed);
+            stop_all_reverse();
+            throw supervisor_gave_up(
+                "smarm supervisor: child \"" + it->spec.id + "\" ended " +
+                std::to_string(restarts_.size()) + " times within the " +
+                "restart period (max_restarts = " + std::to_string(opts_.max_restarts) + ")");
+        }
+        const std::size_t i = static_cast<std::size_t>(it - children.begin());
+        switch (opts_.strategy) {
+            case restart_strategy::one_for_one:
+                start(children[i]);
+                break;
+            case restart_strategy::one_for_all:
+                stop_all_reverse();
+                for (auto& c : children)
+                    start(c);
+                break;
+            case restart_strategy::rest_for_one:
+                stop_all_reverse(i + 1);
+                for (std::size_t k = i; k < children.size(); ++k)
+                    start(children[k]);
+                break;
+        }
+    }
+
+    std::size_t running() const {
+        return static_cast<std::size_t>(std::count_if(children.begin(), children.end(),
+                                                      [](const child& c) { return c.running; }));
+    }
+
+    receiver<down>& downs() { return downs_; }
+    const supervisor_options& options() const { return opts_; }
+
+  private:
+    supervisor_options opts_;
+    receiver<down> downs_;
+    sender<down> downs_tx_;
+    std::deque<std::chrono::steady_clock::time_point> restarts_;
+};
+
+}  // namespace
+
+void supervise(supervisor_options opts, std::vector<child_spec> specs,
+               receiver<supervisor_msg> control) {
+    auto [dtx, drx] = channel<down>();
+    supervisor_state st(opts, std::move(drx), std::move(dtx));
+    try {
+        for (auto& s : specs) {
+            st.children.push_back(child{std::move(s), pid{}, 0, false});
+            st.start(st.children.back());
+        }
+        bool control_open = true;
+        for (;;) {
+            std::size_t arm = control_open ? select({st.downs(), control}) : 0;
+            if (arm == 0) {
+                auto d = control_open ? st.downs().try_recv()
+                                      : recv_result<down>{recv_status::ok, st.downs().recv()};
+                if (d.value) st.on_down(*d.value);
+                continue;
+            }
+            auto m = control.try_recv();
+            if (m.status == recv_status::closed) {
+                control_open = false;
+                continue;
+            }
+            if (!m) continue;
+            if (auto* r = std::get_if<start_child_req>(&*m.value)) {
+                if (st.options().max_children != 0 && st.running() >= st.options().max_children) {
+                    (void)r->reply.send("smarm supervisor: max_children (" +
+                                        std::to_string(st.options().max_children) +
+                                        ") reached; child \"" + r->spec.id + "\" refused");
+                    continue;
+                }
+                st.children.push_back(child{std::move(r->spec), pid{}, 0, false});
+                st.start(st.children.back());
+                (void)r->reply.send(st.children.back().id);
+            } else if (auto* c = std::get_if<count_req>(&*m.value)) {
+                (void)c->reply.send(children_count{st.children.size(), st.running()});
+            } else if (auto* w = std::get_if<which_req>(&*m.value)) {
+                std::vector<std::pair<std::string, pid>> out;
+                for (auto& ch : st.children)
+                    if (ch.running) out.emplace_back(ch.spec.id, ch.id);
+                (void)w->reply.send(std::move(out));
+            }
+        }
+    } catch (const stopped&) {
+        // Our own pending stop must not cut the shutdown short: without
+        // no_preempt the first wait for a child's down would throw again.
+        {
+            no_preempt hold;
+            st.stop_all_reverse();
+        }
+        throw;
+    }
+}
+
+}  // namespace detail
+
+supervisor_ref start_supervisor(supervisor_options opts, std::vector<child_spec> children) {
+    auto [tx, rx] = channel<detail::supervisor_msg>();
+    auto h = spawn([opts, children = std::move(children), rx = std::move(rx)]() mutable {
+        detail::supervise(opts, std::move(children), std::move(rx));
+    });
+    supervisor_ref ref{h.id(), std::move(tx)};
+    h.detach();
+    return ref;
+}
+
+namespace {
+template <class Reply, class Req>
+Reply ask(const supervisor_ref& sup, Req req, receiver<Reply>& rx, std::chrono::nanoseconds timeout,
+          const char* what) {
+    if (!sup.control.send(detail::supervisor_msg(std::move(req))).ok())
+        throw std::runtime_error(std::string(what) + ": the supervisor is not running");
+    auto r = rx.recv_timeout(timeout);
+    if (r.status == recv_status::timeout)
+        throw std::runtime_error(std::string(what) + ": no answer from the supervisor in time");
+    if (!r) throw std::runtime_error(std::string(what) + ": the supervisor ended");
+    return std::move(*r.value);
+}
+}  // namespace
+
+pid start_child(const supervisor_ref& sup, child_spec spec, std::chrono::nanoseconds timeout) {
+    auto [tx, rx] = channel<std::variant<pid, std::string>>();
+    auto r = ask(sup, detail::start_child_req{std::move(spec), std::move(tx)}, rx, timeout,
+                 "smarm::start_child");
+    if (auto* err = std::get_if<std::string>(&r)) throw std::runtime_error(*err);
+    return std::get<pid>(r);
+}
+
+children_count count_children(const supervisor_ref& sup, std::chrono::nanoseconds timeout) {
+    auto [tx, rx] = channel<children_count>();
+    return ask(sup, detail::count_req{std::move(tx)}, rx, timeout, "smarm::count_children");
+}
+
+std::vector<std::pair<std::string, pid>> which_children(const supervisor_ref& sup,
+                                                        std::chrono::nanoseconds timeout) {
+    auto [tx, rx] = channel<std::vector<std::pair<std::string, pid>>>();
+    return ask(sup, detail::which_req{std::move(tx)}, rx, timeout, "smarm::which_children");
+}
+
+}  // namespace smarm

@@ -12,12 +12,7 @@
 namespace smarm::detail {
 
 io_driver& current_io(const char* call) {
-    scheduler* s = current_scheduler();
-    if (s == nullptr || s->current == nullptr)
-        throw std::logic_error(std::string(call) +
-                               ": called outside an actor (only code running "
-                               "inside smarm::run may call it)");
-    return s->rt->io();
+    return actor_scheduler(call).rt->io();
 }
 
 poll_desc* io_open(io_driver& d, int fd, bool persistent) {

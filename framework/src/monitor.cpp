@@ -47,12 +47,8 @@ struct actor_ctx {
 };
 
 actor_ctx self_or_throw(const char* call) {
-    scheduler* s = current_scheduler();
-    if (s == nullptr || s->current == nullptr)
-        throw std::logic_error(std::string(call) +
-                               ": called outside an actor (only code running "
-                               "inside smarm::run may call it)");
-    return {s->rt, s->current, pid{s->current->index, s->current_gen}};
+    scheduler& s = actor_scheduler(call);
+    return {s.rt, s.current, pid{s.current->index, s.current_gen}};
 }
 
 }  // namespace

@@ -13,14 +13,6 @@
 
 namespace smarm::detail {
 
-namespace {
-runtime_impl& rt_or_throw(const char* call) {
-    runtime_impl* rt = active_runtime();
-    if (rt == nullptr) throw std::logic_error(std::string(call) + ": no smarm runtime is running");
-    return *rt;
-}
-}  // namespace
-
 void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx) {
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr)
@@ -48,7 +40,7 @@ void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx)
 
 bool pg_leave(std::string_view g) {
     pid me = current_pid("smarm::leave");
-    runtime_impl& rt = rt_or_throw("smarm::leave");
+    runtime_impl& rt = running_runtime("smarm::leave");
     std::shared_ptr<void> old;
     std::lock_guard lk(rt.groups().mu);
     auto it = rt.groups().groups.find(std::string(g));
@@ -62,7 +54,7 @@ bool pg_leave(std::string_view g) {
 }
 
 std::vector<pid> pg_members(std::string_view g, std::type_index type) {
-    runtime_impl& rt = rt_or_throw("smarm::members");
+    runtime_impl& rt = running_runtime("smarm::members");
     std::vector<pid> out;
     std::lock_guard lk(rt.groups().mu);
     auto it = rt.groups().groups.find(std::string(g));
@@ -73,7 +65,7 @@ std::vector<pid> pg_members(std::string_view g, std::type_index type) {
 }
 
 std::optional<resolved_name> pg_pick(std::string_view g, std::type_index type) {
-    runtime_impl& rt = rt_or_throw("smarm::dispatch");
+    runtime_impl& rt = running_runtime("smarm::dispatch");
     auto& pg = rt.groups();
     std::lock_guard lk(pg.mu);
     auto it = pg.groups.find(std::string(g));

@@ -28,16 +28,6 @@ const char* to_string(name_error e) noexcept {
 
 namespace detail {
 
-namespace {
-
-runtime_impl& rt_or_throw(const char* call) {
-    runtime_impl* rt = active_runtime();
-    if (rt == nullptr) throw std::logic_error(std::string(call) + ": no smarm runtime is running");
-    return *rt;
-}
-
-}  // namespace
-
 bool registry::alive(runtime_impl& rt, pid p) noexcept {
     slot* sl = rt.slots().at(p.index);
     if (sl == nullptr) return false;
@@ -54,7 +44,7 @@ bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<voi
 
 bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::shared_ptr<void> tx,
                        std::size_t (*depth)(const void*)) {
-    runtime_impl& rt = rt_or_throw("smarm::register_name");
+    runtime_impl& rt = running_runtime("smarm::register_name");
     registry& reg = rt.names();
     std::shared_ptr<void> old;  // destroyed outside the lock
     std::lock_guard g(reg.mu);
@@ -69,7 +59,7 @@ bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::sh
 }
 
 name_lookup registry_resolve(std::string_view n, std::type_index type) {
-    runtime_impl& rt = rt_or_throw("smarm registry");
+    runtime_impl& rt = running_runtime("smarm registry");
     registry& reg = rt.names();
     name_lookup out;
     std::shared_ptr<void> pruned;  // destroyed outside the lock
@@ -94,7 +84,7 @@ name_lookup registry_resolve(std::string_view n, std::type_index type) {
 }
 
 bool registry_unbind(std::string_view n) {
-    runtime_impl& rt = rt_or_throw("smarm::unregister");
+    runtime_impl& rt = running_runtime("smarm::unregister");
     registry& reg = rt.names();
     std::shared_ptr<void> old;
     std::lock_guard g(reg.mu);

@@ -39,12 +39,6 @@ unsigned usable_cpus() noexcept {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-runtime_impl& active_or_throw(const char* call) {
-    if (scheduler* s = current_scheduler()) return *s->rt;
-    throw std::logic_error(std::string(call) +
-                           ": called outside an actor (only code running "
-                           "inside smarm::run may call it)");
-}
 }  // namespace
 
 // noipa: a thread_local read must never be cached across a context switch.
@@ -55,6 +49,21 @@ runtime_impl& active_or_throw(const char* call) {
 runtime_impl* active_runtime() noexcept {
     if (scheduler* s = current_scheduler()) return s->rt;
     return g_active.load(std::memory_order_acquire);
+}
+
+scheduler& actor_scheduler(const char* call) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr)
+        throw std::logic_error(std::string(call) +
+                               ": called outside an actor (only code running "
+                               "inside smarm::run may call it)");
+    return *s;
+}
+
+runtime_impl& running_runtime(const char* call) {
+    runtime_impl* rt = active_runtime();
+    if (rt == nullptr) throw std::logic_error(std::string(call) + ": no smarm runtime is running");
+    return *rt;
 }
 
 std::uint64_t ticks() noexcept {
@@ -719,12 +728,8 @@ struct actor_ctx {
     slot* sl;
 };
 actor_ctx actor_or_throw(const char* call) {
-    scheduler* s = current_scheduler();
-    if (s == nullptr || s->current == nullptr)
-        throw std::logic_error(std::string(call) +
-                               ": called outside an actor (only code running "
-                               "inside smarm::run may call it)");
-    return {s, s->current};
+    scheduler& s = actor_scheduler(call);
+    return {&s, s.current};
 }
 bool may_throw_stop(slot& sl, std::uint32_t gen) noexcept {
     return sl.no_preempt == 0 && sl.stop_pending(gen) && std::uncaught_exceptions() == 0;
@@ -834,7 +839,7 @@ void note_message_received() noexcept {
 }
 
 std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch) {
-    return active_or_throw("smarm timer").arm_wake(deadline, p, epoch);
+    return actor_scheduler("smarm timer").rt->arm_wake(deadline, p, epoch);
 }
 
 std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {

@@ -140,6 +140,11 @@ scheduler* current_scheduler() noexcept;
 /// The runtime of the calling scheduler, else the most recently started one
 /// (nullptr when none).
 runtime_impl* active_runtime() noexcept;
+/// The scheduler running the calling actor. Throws std::logic_error naming
+/// `call` when the caller is not an actor.
+scheduler& actor_scheduler(const char* call);
+/// active_runtime(), or std::logic_error naming `call` when none runs.
+runtime_impl& running_runtime(const char* call);
 
 class runtime_impl {
   public:

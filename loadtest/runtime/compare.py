@@ -17,6 +17,20 @@ root = os.path.dirname(os.path.dirname(here))
 peers = os.environ.get("SMARM_PEERS", os.path.join(os.path.dirname(root), "shared", "peers"))
 
 
+def build_go_genserver(out):
+    src = os.path.join(root, "loadtest", "go", "genserver", "main.go")
+    env = dict(os.environ, GO111MODULE="off", GOCACHE=os.path.join(out, "gocache"))
+    exe = os.path.join(out, "go_genserver")
+    subprocess.run(["go", "build", "-o", exe, src], check=True, env=env)
+    return exe
+
+
+def run_go_genserver(exe):
+    out = subprocess.run([exe, "300000"], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, GOMAXPROCS="2"), timeout=300).stdout
+    return float(re.search(r"ns_per_call=([0-9.]+)", out).group(1))
+
+
 def build_go(out):
     src = os.path.join(peers, "go_bench", "main.go")
     if not os.path.exists(src):
@@ -47,6 +61,9 @@ def run_smarm(exe):
             "mem_bytes": b["BM_mem_park_100k"]["rss_per_actor"],
             "ring2": b["BM_ring_scaling/2"]["hops_per_s"], "ring8": b["BM_ring_scaling/8"]["hops_per_s"],
             "yield_ns": b["BM_yield_1M"]["ns_per_yield"],
+            "call_ns": b["BM_gen_server_call"]["ns_per_call"],
+            "direct_ns": b["BM_send_direct_vs_named"]["direct_ns"],
+            "named_ns": b["BM_send_direct_vs_named"]["named_ns"],
             "sleep_ns": b["BM_timer_churn_100k"]["ns_per_sleep"]}
 
 
@@ -58,10 +75,13 @@ def main():
     micro = os.path.join(a.build, "loadtest", "runtime", "smarm-micro")
     with tempfile.TemporaryDirectory() as tmp:
         go = build_go(tmp)
-        rows = {k: [] for k in ["pingpong", "spawn", "skynet", "mem", "mem_go", "scaling"]}
+        gogs = build_go_genserver(tmp)
+        rows = {k: [] for k in ["pingpong", "spawn", "skynet", "mem", "mem_go", "scaling", "call",
+                                "named"]}
         raw = []
         for r in range(a.rounds):
             g = run_go(go)
+            g["call_ns"] = run_go_genserver(gogs)
             s = run_smarm(micro)
             raw.append({"go": g, "smarm": s})
             rows["pingpong"].append(s["pingpong_ns"] / g["pingpong_ns"])
@@ -70,6 +90,8 @@ def main():
             rows["mem"].append(s["mem_bytes"])
             rows["mem_go"].append(s["mem_bytes"] / g["mem_bytes"])
             rows["scaling"].append(s["ring8"] / s["ring2"])
+            rows["call"].append(s["call_ns"] / g["call_ns"])
+            rows["named"].append(s["named_ns"] - s["direct_ns"])
             print(f"round {r + 1}: go {g}\n         smarm {s}", flush=True)
     targets = [
         ("ping-pong round trip, smarm/Go time", "pingpong", "<= 0.25"),
@@ -78,6 +100,8 @@ def main():
         ("RSS per parked actor, bytes", "mem", "<= 4608"),
         ("RSS per parked actor, smarm/Go", "mem_go", "(report)"),
         ("ring hops/s, 8 vs 2 schedulers", "scaling", ">= 0.8"),
+        ("gen_server call round trip, smarm/Go time", "call", "<= 0.5"),
+        ("send by name minus send to a held sender, ns", "named", "(report)"),
     ]
     print(f"\n| measure | median | min..max | target |\n|---|---|---|---|")
     for label, key, target in targets:

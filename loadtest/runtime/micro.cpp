@@ -14,6 +14,8 @@
 //   ring_scaling/S     channel hops per second with S schedulers (1000-actor ring)
 
 #include <smarm/channel.hpp>
+#include <smarm/gen_server.hpp>
+#include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
 
 #include <benchmark/benchmark.h>
@@ -235,8 +237,63 @@ void BM_ring_scaling(benchmark::State& state) {
     state.counters["hops_per_s"] = hops_per_s;
 }
 
+struct bench_counter : smarm::gen_server<int, int> {
+    int total = 0;
+    int handle_call(int add) override { return total += add; }
+};
+
+void BM_gen_server_call(benchmark::State& state) {
+    smarm::runtime rt(cfg(2));
+    constexpr int n = 300'000;
+    double ns = 0;
+    for (auto _ : state) {
+        rt.run([&] {
+            auto ref = smarm::start<bench_counter>();
+            for (int i = 0; i < 10'000; ++i)
+                (void)smarm::call(ref, 1, std::chrono::seconds(5));
+            auto t0 = steady::now();
+            for (int i = 0; i < n; ++i)
+                (void)smarm::call(ref, 1, std::chrono::seconds(5));
+            ns = ms_since(t0) * 1e6 / n;
+            smarm::request_stop(ref.id);
+        });
+    }
+    state.counters["ns_per_call"] = ns;
+}
+
+// Send + receive through a held sender vs through the registry (resolved on
+// every send): the overhead of naming.
+void BM_send_direct_vs_named(benchmark::State& state) {
+    smarm::runtime rt(cfg(1));
+    constexpr int n = 500'000;
+    double direct = 0, named = 0;
+    for (auto _ : state) {
+        rt.run([&] {
+            constexpr smarm::name<int> target{"bench_target"};
+            auto [tx, rx] = smarm::channel<int>();
+            smarm::register_name(target, tx);
+            auto t0 = steady::now();
+            for (int i = 0; i < n; ++i) {
+                (void)tx.send(i);
+                (void)rx.recv();
+            }
+            direct = ms_since(t0) * 1e6 / n;
+            t0 = steady::now();
+            for (int i = 0; i < n; ++i) {
+                (void)smarm::send(target, i);
+                (void)rx.recv();
+            }
+            named = ms_since(t0) * 1e6 / n;
+        });
+    }
+    state.counters["direct_ns"] = direct;
+    state.counters["named_ns"] = named;
+}
+
 }  // namespace
 
+BENCHMARK(BM_gen_server_call)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_send_direct_vs_named)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_skynet_1M)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_spawn_join_200k)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_pingpong_1M)->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -123,4 +123,22 @@ TEST(Registry, SeveralTypedNamesAndIntrospection) {
     });
 }
 
+TEST(Registry, SpawnAddrPublishesATypedInbox) {
+    smarm_test::run([] {
+        auto [reply_tx, reply_rx] = smarm::channel<int>();
+        auto [h, addr] = smarm::spawn_addr<int>([reply_tx](smarm::receiver<int> inbox) {
+            while (auto v = inbox.recv())
+                (void)reply_tx.send(*v * 2);
+        });
+        (void)addr.send(21);
+        EXPECT_EQ(*reply_rx.recv(), 42);
+        EXPECT_TRUE(smarm::register_name(counter, addr)) << "an address can be published";
+        EXPECT_TRUE(smarm::send(counter, 1).ok());
+        EXPECT_EQ(*reply_rx.recv(), 2);
+        smarm::unregister(counter);
+        { auto close = std::move(addr); }
+        h.join();
+    });
+}
+
 }  // namespace

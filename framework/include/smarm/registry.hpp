@@ -16,6 +16,7 @@
 
 #include <smarm/channel.hpp>
 #include <smarm/pid.hpp>
+#include <smarm/runtime.hpp>
 
 #include <memory>
 #include <optional>
@@ -98,6 +99,16 @@ name_send_result<M> send(name<M> n, M msg) {
     auto sent = static_cast<const sender<M>*>(r.found->tx.get())->send(std::move(msg));
     if (!sent.ok()) return {name_error::closed, std::move(sent.returned)};
     return {};
+}
+
+/// Spawns `f(receiver<M>)` as a new actor and returns its handle and the
+/// address (sender) of the inbox it was given, so the caller can talk to it
+/// at once. Register the address under a name to make it resolvable.
+template <class M, class F>
+std::pair<join_handle, sender<M>> spawn_addr(F&& f) {
+    auto [tx, rx] = channel<M>();
+    auto h = spawn([f = std::forward<F>(f), rx = std::move(rx)]() mutable { f(std::move(rx)); });
+    return {std::move(h), std::move(tx)};
 }
 
 /// Removes the binding of `n` (whoever holds it). False when there was none.

@@ -100,18 +100,20 @@ class gen_server {
         exit_kind why = exit_kind::exit;
         try {
             while (!stopping_) {
-                // Timer fires are selected above the inbox.
-                std::size_t arm = select({trx, inbox});
-                if (arm == 0) {
-                    auto tag = trx.try_recv();
-                    if (!tag) continue;
+                check();  // a draining server stays preemptible and stoppable
+                // Timer fires are served before the inbox. Only an empty
+                // round parks (select); a busy server just drains.
+                if (auto tag = trx.try_recv()) {
                     on_timer(*tag.value);
                     continue;
                 }
                 auto m = inbox.try_recv();
+                if (m) {
+                    dispatch(std::move(*m.value));
+                    continue;
+                }
                 if (m.status == recv_status::closed) break;
-                if (!m) continue;
-                dispatch(std::move(*m.value));
+                (void)select({trx, inbox});
             }
         } catch (const stopped&) {
             why = exit_kind::stopped;

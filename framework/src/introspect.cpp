@@ -25,12 +25,11 @@ std::optional<actor_info> read_slot(detail::slot& sl, std::optional<std::uint32_
         a.state = detail::to_string(st);
         a.parent = sl.parent;
         a.joiners = static_cast<std::uint32_t>(sl.joiners.size());
-        a.monitors = static_cast<std::uint32_t>(sl.monitors.size());
-        a.links = static_cast<std::uint32_t>(sl.links.size());
-        a.trap_exit = sl.trap.has_value();
-        a.monitors = static_cast<std::uint32_t>(sl.monitors.size());
-        a.links = static_cast<std::uint32_t>(sl.links.size());
-        a.trap_exit = sl.trap.has_value();
+        if (sl.ext) {
+            a.monitors = static_cast<std::uint32_t>(sl.ext->monitors.size());
+            a.links = static_cast<std::uint32_t>(sl.ext->links.size());
+            a.trap_exit = sl.ext->trap.has_value();
+        }
         a.stop_requested = sl.stop_pending(gen);
     }
     a.overruns = sl.overruns.load(std::memory_order_relaxed);

@@ -65,10 +65,10 @@ void notify_exit(runtime_impl& rt, scheduler&, pid who, exit_kind kind, std::exc
         std::optional<sender<exit_signal>> trap;
         {
             std::lock_guard g(sl->cold_mu);
-            if (!alive_locked(*sl, other)) continue;
-            auto& l = sl->links;
+            if (!alive_locked(*sl, other) || !sl->ext) continue;
+            auto& l = sl->ext->links;
             l.erase(std::remove(l.begin(), l.end(), who), l.end());
-            trap = sl->trap;
+            trap = sl->ext->trap;
         }
         if (trap)
             (void)trap->send(exit_signal{who, reason, error});
@@ -86,7 +86,7 @@ std::uint64_t monitor(pid p, sender<down> to) {
     if (detail::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
         if (detail::alive_locked(*sl, p)) {
-            sl->monitors.emplace_back(id, to);
+            sl->ext_make().monitors.emplace_back(id, to);
             armed = true;
         }
     }
@@ -105,8 +105,8 @@ bool demonitor(pid p, std::uint64_t id) {
     detail::slot* sl = c.rt->slots().at(p.index);
     if (sl == nullptr) return false;
     std::lock_guard g(sl->cold_mu);
-    if (!detail::alive_locked(*sl, p)) return false;
-    auto& m = sl->monitors;
+    if (!detail::alive_locked(*sl, p) || !sl->ext) return false;
+    auto& m = sl->ext->monitors;
     auto it = std::find_if(m.begin(), m.end(), [&](auto& e) { return e.first == id; });
     if (it == m.end()) return false;
     m.erase(it);
@@ -121,18 +121,18 @@ bool link(pid p) {
         std::lock_guard g(sl->cold_mu);
         if (detail::alive_locked(*sl, p)) {
             alive = true;
-            if (std::find(sl->links.begin(), sl->links.end(), c.me) == sl->links.end())
-                sl->links.push_back(c.me);
+            auto& l = sl->ext_make().links;
+            if (std::find(l.begin(), l.end(), c.me) == l.end()) l.push_back(c.me);
         }
     }
     std::optional<sender<exit_signal>> trap;
     {
         std::lock_guard g(c.self->cold_mu);
         if (alive) {
-            if (std::find(c.self->links.begin(), c.self->links.end(), p) == c.self->links.end())
-                c.self->links.push_back(p);
+            auto& l = c.self->ext_make().links;
+            if (std::find(l.begin(), l.end(), p) == l.end()) l.push_back(p);
         } else {
-            trap = c.self->trap;
+            if (c.self->ext) trap = c.self->ext->trap;
         }
     }
     if (!alive && trap) (void)trap->send(exit_signal{p, down_reason::noproc, nullptr});
@@ -143,13 +143,14 @@ void unlink(pid p) {
     auto c = detail::self_or_throw("smarm::unlink");
     if (detail::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
-        if (detail::alive_locked(*sl, p)) {
-            auto& l = sl->links;
+        if (detail::alive_locked(*sl, p) && sl->ext) {
+            auto& l = sl->ext->links;
             l.erase(std::remove(l.begin(), l.end(), c.me), l.end());
         }
     }
     std::lock_guard g(c.self->cold_mu);
-    auto& l = c.self->links;
+    if (!c.self->ext) return;
+    auto& l = c.self->ext->links;
     l.erase(std::remove(l.begin(), l.end(), p), l.end());
 }
 
@@ -157,14 +158,14 @@ receiver<exit_signal> trap_exits() {
     auto c = detail::self_or_throw("smarm::trap_exits");
     auto [tx, rx] = channel<exit_signal>();
     std::lock_guard g(c.self->cold_mu);
-    c.self->trap = std::move(tx);
+    c.self->ext_make().trap = std::move(tx);
     return std::move(rx);
 }
 
 void untrap_exits() {
     auto c = detail::self_or_throw("smarm::untrap_exits");
     std::lock_guard g(c.self->cold_mu);
-    c.self->trap.reset();
+    if (c.self->ext) c.self->ext->trap.reset();
 }
 
 }  // namespace smarm

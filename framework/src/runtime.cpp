@@ -570,9 +570,11 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         std::lock_guard g(sl.cold_mu);
         sl.word.finish();
         joiners.swap(sl.joiners);
-        monitors.swap(sl.monitors);
-        links.swap(sl.links);
-        sl.trap.reset();
+        if (sl.ext) {
+            monitors.swap(sl.ext->monitors);
+            links.swap(sl.ext->links);
+            sl.ext->trap.reset();
+        }
     }
     for (auto& [p, e] : joiners)
         unpark_at(p, e, &s);
@@ -596,9 +598,11 @@ void runtime_impl::reclaim(slot& sl) noexcept {
         sl.end_error = nullptr;
         sl.joiners.clear();
         if (sl.joiners.capacity() > 8) sl.joiners.shrink_to_fit();
-        sl.monitors.clear();
-        sl.links.clear();
-        sl.trap.reset();
+        if (sl.ext) {
+            sl.ext->monitors.clear();
+            sl.ext->links.clear();
+            sl.ext->trap.reset();
+        }
         sl.parent = pid{};
         sl.word.reclaim();
     }

@@ -57,11 +57,22 @@ struct slot {
 
     // ---- cold ----
     spinlock cold_mu;
-    pid parent;                                                    // guarded by cold_mu
-    std::vector<std::pair<pid, std::uint32_t>> joiners;            // guarded by cold_mu
-    std::vector<std::pair<std::uint64_t, sender<down>>> monitors;  // guarded by cold_mu
-    std::vector<pid> links;                                        // guarded by cold_mu
-    std::optional<sender<exit_signal>> trap;                       // guarded by cold_mu
+    pid parent;                                          // guarded by cold_mu
+    std::vector<std::pair<pid, std::uint32_t>> joiners;  // guarded by cold_mu
+    /// Monitors, links and the exit trap: most actors have none, so they
+    /// live in an extension allocated on first use (keeps the slot small:
+    /// every parked actor pays for its slot).
+    struct links_ext {
+        std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
+        std::vector<pid> links;
+        std::optional<sender<exit_signal>> trap;
+    };
+    std::unique_ptr<links_ext> ext;  // guarded by cold_mu
+    /// The extension, allocated if needed. Caller holds cold_mu.
+    links_ext& ext_make() {
+        if (!ext) ext = std::make_unique<links_ext>();
+        return *ext;
+    }
 
     bool stop_pending(std::uint32_t gen) const noexcept {
         // relaxed: a late observation only delays the stop to the next

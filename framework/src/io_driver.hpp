@@ -30,7 +30,8 @@
 // with it always blocked, 64-connection echo spent ~25% of its CPU in those
 // wakeups and ran at 0.74x Go. The last scheduler to park wakes it
 // (scheduler_idle); the resting flag and the idle mask form a Dekker pair,
-// and the futex sequence word closes the check-then-sleep window.
+// and the futex sequence word closes the check-then-sleep window
+// (tests/models/io_backstop.pml; its broken variant skips the hand-off).
 //
 // Oneshot mode (the seed's design, kept for raw fds and for measurement):
 // each wait ADDs the fd with EPOLLONESHOT and DELs it when the wait ends,

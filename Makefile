@@ -9,8 +9,10 @@ BUILD      ?= build/release
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
 
-APT_PACKAGES := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
-                libgmock-dev libbenchmark-dev spin golang-go python3 strace
+APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
+                  libgmock-dev libbenchmark-dev spin python3
+# Only `make bench` needs the Go peers and strace.
+BENCH_PACKAGES := golang-go strace
 
 .PHONY: all deps configure build run test test-tsan test-asan bench clean
 
@@ -42,6 +44,7 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
 
 bench: build
+	@./scripts/install-deps.sh $(BENCH_PACKAGES)
 	@python3 loadtest/runtime/compare.py $(BUILD)
 	@python3 loadtest/io/compare_echo.py $(BUILD)
 

@@ -33,13 +33,6 @@ down_reason reason_of(exit_kind k) noexcept {
     return down_reason::exit;
 }
 
-bool alive_locked(const slot& sl, pid p) noexcept {
-    std::uint64_t w = sl.word.load();
-    auto st = state_word::state_of(w);
-    return state_word::gen_of(w) == p.generation && st != actor_state::vacant &&
-           st != actor_state::done;
-}
-
 struct actor_ctx {
     runtime_impl* rt;
     slot* self;
@@ -65,7 +58,7 @@ void notify_exit(runtime_impl& rt, scheduler&, pid who, exit_kind kind, std::exc
         std::optional<sender<exit_signal>> trap;
         {
             std::lock_guard g(sl->cold_mu);
-            if (!alive_locked(*sl, other) || !sl->ext) continue;
+            if (!sl->holds(other) || !sl->ext) continue;
             auto& l = sl->ext->links;
             l.erase(std::remove(l.begin(), l.end(), who), l.end());
             trap = sl->ext->trap;
@@ -85,7 +78,7 @@ std::uint64_t monitor(pid p, sender<down> to) {
     bool armed = false;
     if (detail::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
-        if (detail::alive_locked(*sl, p)) {
+        if (sl->holds(p)) {
             sl->ext_make().monitors.emplace_back(id, to);
             armed = true;
         }
@@ -105,7 +98,7 @@ bool demonitor(pid p, std::uint64_t id) {
     detail::slot* sl = c.rt->slots().at(p.index);
     if (sl == nullptr) return false;
     std::lock_guard g(sl->cold_mu);
-    if (!detail::alive_locked(*sl, p) || !sl->ext) return false;
+    if (!sl->holds(p) || !sl->ext) return false;
     auto& m = sl->ext->monitors;
     auto it = std::find_if(m.begin(), m.end(), [&](auto& e) { return e.first == id; });
     if (it == m.end()) return false;
@@ -119,7 +112,7 @@ bool link(pid p) {
     bool alive = false;
     if (detail::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
-        if (detail::alive_locked(*sl, p)) {
+        if (sl->holds(p)) {
             alive = true;
             auto& l = sl->ext_make().links;
             if (std::find(l.begin(), l.end(), c.me) == l.end()) l.push_back(c.me);
@@ -143,7 +136,7 @@ void unlink(pid p) {
     auto c = detail::self_or_throw("smarm::unlink");
     if (detail::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
-        if (detail::alive_locked(*sl, p) && sl->ext) {
+        if (sl->holds(p) && sl->ext) {
             auto& l = sl->ext->links;
             l.erase(std::remove(l.begin(), l.end(), c.me), l.end());
         }

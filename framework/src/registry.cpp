@@ -30,11 +30,7 @@ namespace detail {
 
 bool registry::alive(runtime_impl& rt, pid p) noexcept {
     slot* sl = rt.slots().at(p.index);
-    if (sl == nullptr) return false;
-    std::uint64_t w = sl->word.load();
-    auto st = state_word::state_of(w);
-    return state_word::gen_of(w) == p.generation && st != actor_state::vacant &&
-           st != actor_state::done;
+    return sl != nullptr && sl->holds(p);
 }
 
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,

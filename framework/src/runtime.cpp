@@ -450,12 +450,7 @@ void runtime_impl::unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noex
 
 bool runtime_impl::request_stop(pid p) noexcept {
     slot* sl = slots_.at(p.index);
-    if (sl == nullptr) return false;
-    std::uint64_t w = sl->word.load();
-    auto st = state_word::state_of(w);
-    if (state_word::gen_of(w) != p.generation || st == actor_state::vacant ||
-        st == actor_state::done)
-        return false;
+    if (sl == nullptr || !sl->holds(p)) return false;
     // Keyed by generation: if the slot was re-tenanted meanwhile, the flag
     // does not match the new tenant and the wake below fails its gen check.
     sl->stop_for.store((std::uint64_t{1} << 32) | p.generation, std::memory_order_release);

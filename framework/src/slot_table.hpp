@@ -74,6 +74,15 @@ struct slot {
         return *ext;
     }
 
+    /// Is `p` this slot's current, still running incarnation (not vacant, not
+    /// done, same generation)? Lock-free; a stale pid is always false.
+    bool holds(pid p) const noexcept {
+        std::uint64_t w = word.load();
+        auto st = state_word::state_of(w);
+        return state_word::gen_of(w) == p.generation && st != actor_state::vacant &&
+               st != actor_state::done;
+    }
+
     bool stop_pending(std::uint32_t gen) const noexcept {
         // relaxed: a late observation only delays the stop to the next
         // observation point; stop_wake's CAS orders it for parked actors.

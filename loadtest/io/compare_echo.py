@@ -12,16 +12,12 @@ not a test: exit status 0 whatever the numbers.
 """
 import argparse, os, re, shutil, statistics, subprocess, sys, tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
-root = os.path.dirname(os.path.dirname(here))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from peerlib import ROOT, go_build  # noqa: E402
 
 
 def build_go(out):
-    src = os.path.join(root, "loadtest", "go", "echo", "main.go")
-    env = dict(os.environ, GO111MODULE="off", GOCACHE=os.path.join(out, "gocache"))
-    exe = os.path.join(out, "go_echo")
-    subprocess.run(["go", "build", "-o", exe, src], check=True, env=env)
-    return exe
+    return go_build(os.path.join(ROOT, "loadtest", "go", "echo", "main.go"), out, "go_echo")
 
 
 def rt_per_s(out):

@@ -15,14 +15,13 @@ import argparse, json, os, re, statistics, subprocess, sys, tempfile
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
 peers = os.environ.get("SMARM_PEERS", os.path.join(os.path.dirname(root), "shared", "peers"))
+sys.path.insert(0, os.path.dirname(here))
+from peerlib import go_build  # noqa: E402
 
 
 def build_go_genserver(out):
-    src = os.path.join(root, "loadtest", "go", "genserver", "main.go")
-    env = dict(os.environ, GO111MODULE="off", GOCACHE=os.path.join(out, "gocache"))
-    exe = os.path.join(out, "go_genserver")
-    subprocess.run(["go", "build", "-o", exe, src], check=True, env=env)
-    return exe
+    return go_build(os.path.join(root, "loadtest", "go", "genserver", "main.go"), out,
+                    "go_genserver")
 
 
 def run_go_genserver(exe):
@@ -35,9 +34,7 @@ def build_go(out):
     src = os.path.join(peers, "go_bench", "main.go")
     if not os.path.exists(src):
         sys.exit(f"compare: {src} not found (set SMARM_PEERS to the peers directory)")
-    env = dict(os.environ, GO111MODULE="off", GOCACHE=os.path.join(out, "gocache"))
-    subprocess.run(["go", "build", "-o", os.path.join(out, "go_bench"), src], check=True, env=env)
-    return os.path.join(out, "go_bench")
+    return go_build(src, out, "go_bench")
 
 
 def run_go(exe):

@@ -31,6 +31,7 @@
 // Thread safety: refs are values; use them from any actor.
 
 #include <smarm/channel.hpp>
+#include <smarm/detail/call.hpp>
 #include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
 #include <smarm/select.hpp>
@@ -47,20 +48,6 @@
 #include <variant>
 
 namespace smarm {
-
-enum class call_error { server_down, timeout };
-
-inline const char* to_string(call_error e) noexcept {
-    return e == call_error::server_down ? "server_down" : "timeout";
-}
-
-/// The reply to a call, or why there is none.
-template <class Reply>
-struct [[nodiscard]] call_result {
-    std::optional<Reply> value;
-    std::optional<call_error> error;
-    explicit operator bool() const noexcept { return value.has_value(); }
-};
 
 /// Base of a server: override the handlers (see the header comment).
 template <class Call, class Reply, class Cast = std::monostate, class Info = std::monostate>
@@ -210,14 +197,7 @@ server_ref<Server> start(Args&&... args) {
 template <class Server, class... Args>
 server_ref<Server> start_named(name<typename Server::envelope> n, Args&&... args) {
     auto ref = start<Server>(std::forward<Args>(args)...);
-    using env = typename Server::envelope;
-    if (!detail::registry_bind_for(ref.id, n.text, typeid(env),
-                                   std::make_shared<sender<env>>(ref.inbox),
-                                   &detail::sender_depth<env>)) {
-        request_stop(ref.id);
-        throw std::runtime_error("smarm::start_named: the name \"" + std::string(n.text) +
-                                 "\" is held by a live actor");
-    }
+    detail::bind_started_server(ref.id, n, ref.inbox, "smarm::start_named");
     return ref;
 }
 
@@ -231,12 +211,7 @@ call_result<typename Server::reply_type> call_via(const sender<typename Server::
     typename Server::call_msg msg{std::move(request), std::move(rtx)};
     if (!inbox.send(typename Server::envelope(std::move(msg))).ok())
         return {std::nullopt, call_error::server_down};
-    // The only reply sender travels with the request: if the server dies or
-    // drops the queued request, the channel closes and we learn it here.
-    auto r = rrx.recv_timeout(timeout);
-    if (r) return {std::move(r.value), std::nullopt};
-    return {std::nullopt,
-            r.status == recv_status::timeout ? call_error::timeout : call_error::server_down};
+    return detail::await_reply(rrx, timeout);
 }
 }  // namespace detail
 
@@ -253,11 +228,9 @@ template <class Server>
 call_result<typename Server::reply_type> call(name<typename Server::envelope> n,
                                               typename Server::call_type request,
                                               std::chrono::nanoseconds timeout) {
-    using env = typename Server::envelope;
-    auto r = detail::registry_resolve(n.text, typeid(env));
-    if (!r.found) return {std::nullopt, call_error::server_down};
-    return detail::call_via<Server>(*static_cast<const sender<env>*>(r.found->tx.get()),
-                                    std::move(request), timeout);
+    auto inbox = detail::resolve_inbox(n);
+    if (!inbox) return {std::nullopt, call_error::server_down};
+    return detail::call_via<Server>(*inbox, std::move(request), timeout);
 }
 
 /// Casts to a server; false when it is not running.

@@ -100,6 +100,15 @@ class gen_server {
                     continue;
                 }
                 if (m.status == recv_status::closed) break;
+                if (armed_.empty()) {
+                    // No timer is armed, so none can fire (timers are armed
+                    // only by this server's callbacks): park on the inbox
+                    // alone, which is cheaper than a two-arm select.
+                    auto next = inbox.recv();
+                    if (!next) break;
+                    dispatch(std::move(*next));
+                    continue;
+                }
                 (void)select({trx, inbox});
             }
         } catch (const stopped&) {

@@ -118,6 +118,7 @@ poll_desc* io_driver::open(int fd, bool persistent) {
         pd->live = true;
         pd->oneshot = !persistent;
         pd->ready[0] = pd->ready[1] = false;
+        pd->hup[0] = pd->hup[1] = false;
         pd->waiter[0] = pd->waiter[1] = pid{};
         pd->registered = persistent;
     }
@@ -192,7 +193,8 @@ void io_driver::clear_waiter(poll_desc* pd, int dir) noexcept {
 
 bool io_driver::ready_or_register(poll_desc* pd, int dir, pid self, std::uint32_t epoch) {
     std::lock_guard g(pd->mu);
-    if (!pd->live || pd->ready[dir]) return true;  // a closed fd is "ready": the call fails fast
+    // A closed fd is "ready": the call fails fast.
+    if (!pd->live || pd->ready[dir] || pd->hup[dir]) return true;
     if (pd->waiter[dir].valid() && pd->waiter[dir] != self &&
         wait_is_open(pd->waiter[dir], pd->waiter_epoch[dir]))
         throw std::logic_error("smarm io: actor " + self.to_string() + " waits to " +
@@ -231,6 +233,7 @@ bool io_driver::wait(poll_desc* pd, int dir,
                 pd->ready[dir] = false;
                 return true;
             }
+            if (pd->hup[dir]) return true;  // the stream ended: the call sees it at once
             if (deadline && clock::now() >= *deadline) return false;
         }
         if (ready_or_register(pd, dir, w.self, w.epoch)) continue;
@@ -319,6 +322,8 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
         std::lock_guard g(pd->mu);
         if (!pd->live || pd->gen != static_cast<std::uint32_t>(evs[i].data.u64 >> 32))
             continue;  // closed, maybe reused: a stale event
+        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pd->hup[0] = true;
+        if (e & (EPOLLHUP | EPOLLERR)) pd->hup[1] = true;
         for (int d = 0; d < 2; ++d) {
             if (!dirs[d]) continue;
             // The flag is what select() sees; a waiter in wait() consumes it.

@@ -74,7 +74,12 @@ struct poll_desc {
     bool oneshot = false;            // guarded by mu
     bool registered = false;         // guarded by mu: this descriptor's fd is in the epoll set
     bool ready[2] = {false, false};  // [0] read, [1] write
-    pid waiter[2];                   // guarded by mu
+    // Sticky end-of-stream / error seen by epoll ([0] RDHUP|HUP|ERR, [1]
+    // HUP|ERR). Edge-triggered epoll reports it once, possibly in the same
+    // edge as the last data: a reader that drained that data must not wait
+    // for another edge (the peer's FIN would be lost and the read hang).
+    bool hup[2] = {false, false};
+    pid waiter[2];  // guarded by mu
     std::uint32_t waiter_epoch[2] = {0, 0};
     std::uint32_t index = 0;  // immutable
 };

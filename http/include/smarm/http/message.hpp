@@ -1,0 +1,163 @@
+#pragma once
+// smarm::http requests and responses as handlers see them.
+//
+//     http::response hello(http::request& req) {
+//         auto name = req.param("name").value_or("world");
+//         return http::response(http::status::ok, "Hello, " + std::string(name) + "!\n");
+//     }
+//
+// A request owns everything it refers to (method, target, headers, body,
+// route parameters), so it can be moved to another actor: a registry-routed
+// route hands it to a gen_server whose call type is http::request.
+//
+// A response is a status, headers and one body: a string (the usual case,
+// written with a Content-Length), a file (streamed in pieces, never read
+// whole), or a chunk generator (streamed with chunked transfer encoding, or
+// close-delimited for an HTTP/1.0 client). HEAD requests get the headers
+// only, whatever the body kind.
+
+#include <smarm/net.hpp>
+
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/verb.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace smarm::http {
+
+using verb = boost::beast::http::verb;
+using status = boost::beast::http::status;
+using field = boost::beast::http::field;
+
+/// One header (names compare case-insensitively).
+struct header {
+    std::string name;
+    std::string value;
+};
+
+/// Case-insensitive ASCII comparison of header names.
+bool iequals(std::string_view a, std::string_view b) noexcept;
+
+/// An HTTP request (see the header comment).
+class request {
+  public:
+    request() = default;
+
+    verb method() const noexcept { return method_; }
+    /// The method as sent ("GET", or an extension method's token).
+    const std::string& method_string() const noexcept { return method_string_; }
+    /// The request target as sent: "/kv/a%20b?x=1".
+    const std::string& target() const noexcept { return target_; }
+    /// The percent-decoded path of the target: "/kv/a b".
+    const std::string& path() const noexcept { return path_; }
+    /// The raw query string (after '?', not decoded), possibly empty.
+    std::string_view query() const noexcept;
+    /// HTTP version: 10 or 11.
+    unsigned version() const noexcept { return version_; }
+    /// The first value of header `name`, if present.
+    std::optional<std::string_view> header(std::string_view name) const noexcept;
+    const std::vector<http::header>& headers() const noexcept { return headers_; }
+    const std::string& body() const noexcept { return body_; }
+    std::string& body() noexcept { return body_; }
+
+    /// A named route parameter ("{key}" in the pattern), percent-decoded.
+    std::optional<std::string_view> param(std::string_view name) const noexcept;
+    /// What a trailing "*" in the route pattern matched (decoded), or "".
+    const std::string& wildcard() const noexcept { return wildcard_; }
+    /// The route pattern that matched ("/kv/{key}"), for metrics and logs.
+    const std::string& route() const noexcept { return route_; }
+
+    /// The peer's address.
+    const socket_address& peer() const noexcept { return peer_; }
+    /// This request's id ("<connection>-<sequence>", hex), as logged and
+    /// sent in 500 responses.
+    std::string id() const;
+
+  private:
+    friend struct request_access;
+    verb method_ = verb::unknown;
+    std::string method_string_;
+    std::string target_;
+    std::string path_;
+    unsigned version_ = 11;
+    std::vector<http::header> headers_;
+    std::string body_;
+    std::vector<std::pair<std::string, std::string>> params_;
+    std::string wildcard_;
+    std::string route_;
+    socket_address peer_;
+    std::uint64_t connection_id_ = 0;
+    std::uint64_t sequence_ = 0;
+};
+
+/// Produces the next piece of a chunked body; nullopt ends the body. Runs
+/// in the connection actor, so it may park (read a channel, a file, ...).
+using chunk_source = std::function<std::optional<std::string>()>;
+
+/// An HTTP response (see the header comment).
+class response {
+  public:
+    enum class body_kind { text, file, chunks };
+
+    response() = default;
+    /// A response with a string body (Content-Type text/plain unless set).
+    explicit response(http::status s, std::string body = {},
+                      std::string content_type = "text/plain; charset=utf-8")
+        : status_(s), body_(std::move(body)), content_type_(std::move(content_type)) {}
+
+    /// Streams the file at `path` (Content-Length from its size). A file
+    /// that cannot be opened makes a 404 (missing) or 403 (not readable).
+    static response file(std::string path, std::string content_type = "application/octet-stream");
+    /// Streams what `next` yields, chunked.
+    static response chunked(chunk_source next,
+                            std::string content_type = "application/octet-stream");
+
+    http::status status() const noexcept { return status_; }
+    response& set_status(http::status s) noexcept {
+        status_ = s;
+        return *this;
+    }
+    /// Adds a header (Content-Length, Transfer-Encoding, Date, Server and
+    /// Connection are managed by the server and rejected here).
+    response& set(std::string name, std::string value);
+    response& set_content_type(std::string ct) {
+        content_type_ = std::move(ct);
+        return *this;
+    }
+    const std::string& content_type() const noexcept { return content_type_; }
+    const std::vector<http::header>& headers() const noexcept { return headers_; }
+    std::optional<std::string_view> header(std::string_view name) const noexcept;
+
+    body_kind kind() const noexcept { return kind_; }
+    const std::string& body() const noexcept { return body_; }
+    std::string& body() noexcept { return body_; }
+    /// For file bodies: the path.
+    const std::string& file_path() const noexcept { return body_; }
+    /// For chunked bodies: the source.
+    chunk_source& chunks() noexcept { return chunks_; }
+
+    /// Ask the server to close the connection after this response.
+    response& close_connection() noexcept {
+        close_ = true;
+        return *this;
+    }
+    bool closes() const noexcept { return close_; }
+
+  private:
+    http::status status_ = http::status::ok;
+    std::string body_;
+    std::string content_type_ = "text/plain; charset=utf-8";
+    std::vector<http::header> headers_;
+    body_kind kind_ = body_kind::text;
+    chunk_source chunks_;
+    bool close_ = false;
+};
+
+}  // namespace smarm::http

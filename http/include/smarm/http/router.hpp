@@ -1,0 +1,105 @@
+#pragma once
+// smarm::http::router — maps method + path to a handler.
+//
+//     http::router r;
+//     r.get("/plaintext", [](http::request&) { return http::response(http::status::ok, "Hi"); });
+//     r.get("/users/{id}", show_user);                 // req.param("id")
+//     r.get("/static/*", serve_static);                // req.wildcard()
+//     r.route<kv_server>(http::verb::put, "/kv/{key}", kv_name, 2s);
+//
+// Patterns are matched segment by segment against the percent-decoded path
+// ("%2F" inside a segment stays part of that segment). A segment is a
+// literal, a parameter "{name}" (one non-empty segment), or, last only, "*"
+// (the rest of the path, possibly empty). When several patterns match, the
+// most specific wins: at the first segment where they differ, a literal
+// beats a parameter, which beats the wildcard. A GET route also answers
+// HEAD. A path no pattern matches is 404; a path that matches only under
+// other methods is 405 with an Allow header.
+//
+// Two kinds of handlers:
+// - inline: a function run in the connection actor (it may park: call
+//   other actors, sleep, do IO);
+// - registry-routed: the route names a registered gen_server whose call type
+//   is constructible from http::request and whose reply converts to
+//   http::response. The connection actor calls it by name with the route's
+//   deadline: server not running -> 503, deadline passed -> 504.
+//
+// A handler that throws gets a 500 carrying the request id (logged with the
+// exception); the connection carries on.
+//
+// Thread safety: build the router before the server starts; afterwards it
+// is only read (by every connection actor at once).
+
+#include <smarm/gen_server.hpp>
+#include <smarm/http/message.hpp>
+#include <smarm/registry.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace smarm::http {
+
+using handler = std::function<response(request&)>;
+
+/// The outcome of routing one request.
+struct route_match {
+    const handler* target = nullptr;  ///< null: see `status`
+    http::status status = http::status::not_found;
+    std::string allow;  ///< for 405: "GET, HEAD, PUT"
+};
+
+class router {
+  public:
+    /// Adds a route. Throws std::invalid_argument naming the pattern when it
+    /// is malformed (no leading '/', '*' not last, empty or duplicate
+    /// parameter name, a duplicate route for the same method).
+    router& add(verb method, std::string_view pattern, handler h);
+    router& get(std::string_view p, handler h) { return add(verb::get, p, std::move(h)); }
+    router& post(std::string_view p, handler h) { return add(verb::post, p, std::move(h)); }
+    router& put(std::string_view p, handler h) { return add(verb::put, p, std::move(h)); }
+    router& del(std::string_view p, handler h) { return add(verb::delete_, p, std::move(h)); }
+
+    /// A registry-routed route (see the header comment).
+    template <class Server>
+    router& route(verb method, std::string_view pattern, name<typename Server::envelope> n,
+                  std::chrono::nanoseconds deadline) {
+        std::string text(n.text);
+        return add(method, pattern, [text, deadline](request& req) -> response {
+            using call_t = typename Server::call_type;
+            auto r = smarm::call<Server>(name<typename Server::envelope>(text),
+                                         call_t(std::move(req)), deadline);
+            if (r) return response(std::move(*r.value));
+            if (*r.error == call_error::timeout)
+                return response(status::gateway_timeout, "deadline passed\n");
+            return response(status::service_unavailable, "service unavailable\n");
+        });
+    }
+
+    /// Finds the handler for `req` and fills its params, wildcard and route.
+    route_match match(request& req) const;
+
+    std::size_t size() const noexcept { return routes_.size(); }
+
+  private:
+    struct segment {
+        enum kind_t { literal, param, wildcard } kind;
+        std::string text;  // literal text or parameter name
+    };
+    struct entry {
+        verb method;
+        std::string pattern;
+        std::vector<segment> segments;
+        handler h;
+    };
+    std::vector<entry> routes_;
+};
+
+/// Decodes %XX escapes; false (and `out` unspecified) on a bad escape.
+/// '+' is left alone (it means space only in form bodies and queries).
+bool percent_decode(std::string_view in, std::string& out);
+
+}  // namespace smarm::http

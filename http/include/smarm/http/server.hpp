@@ -1,0 +1,122 @@
+#pragma once
+// smarm::http::server — an HTTP/1.1 server made of actors.
+//
+//     smarm::run([] {
+//         http::router r;
+//         r.get("/plaintext", [](http::request&) { return http::response(http::status::ok, "Hello,
+//         World!"); }); http::server srv({.port = 8080}, std::move(r)); srv.start(); // listening
+//         when this returns srv.stop_on_signals();      // SIGTERM / SIGINT: graceful stop
+//         srv.wait();                 // until stopped
+//     });
+//
+// A listener actor accepts; each connection becomes an actor started under
+// a dynamic supervisor (temporary children) capped at max_connections. Past
+// the cap a connection is answered "503 Service Unavailable" with
+// Connection: close at once and counted in stats().rejected.
+//
+// The connection actor parses with Beast over a stream whose reads and
+// writes park on the IO layer, so handlers are plain blocking code. It
+// serves HTTP/1.1 keep-alive and pipelined requests (answered in order),
+// chunked request bodies, HEAD, Expect: 100-continue and HTTP/1.0, and
+// enforces:
+//
+// | limit | status | config key |
+// |---|---|---|
+// | request line + headers larger than header_limit | 431, close | header_limit |
+// | body larger than body_limit (Content-Length checked before reading; chunked while reading) |
+// 413, close | body_limit | | headers not complete within header_timeout of their first byte | 408,
+// close | header_timeout | | no new request within idle_timeout on a kept-alive connection | close
+// | idle_timeout | | body not complete within body_timeout | 408, close | body_timeout | |
+// malformed request, Content-Length with Transfer-Encoding, conflicting Content-Lengths, a transfer
+// coding other than chunked, a bad chunk size, HTTP/1.1 without exactly one Host | 400, close | — |
+// | response not written within write_timeout | close | write_timeout |
+//
+// Shutdown: stop() (or the first SIGTERM/SIGINT after stop_on_signals())
+// closes the listener, lets in-flight requests finish for up to
+// drain_timeout (their responses say Connection: close), closes idle
+// keep-alive connections at once, stops whatever is left at the deadline,
+// and then wait() returns. A second signal stops everything at once.
+//
+// Thread safety: start() once, from an actor; stop(), stats() and
+// local_address() from any actor.
+
+#include <smarm/http/message.hpp>
+#include <smarm/http/router.hpp>
+#include <smarm/net.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace smarm::http {
+
+/// TLS settings: PEM files. TLS 1.2 is the minimum; ALPN offers http/1.1.
+struct tls_config {
+    std::string certificate_file;  ///< the certificate chain (PEM)
+    std::string private_key_file;  ///< its key (PEM)
+};
+
+/// Server settings; every limit has a safe default.
+struct server_config {
+    std::string host = "0.0.0.0";
+    std::uint16_t port = 8080;  ///< 0 picks a free port (see local_address())
+    std::size_t max_connections = 10'000;
+    std::size_t header_limit = 8 * 1024;   ///< bytes: request line + headers
+    std::size_t body_limit = 1024 * 1024;  ///< bytes, after de-chunking
+    std::chrono::nanoseconds header_timeout = std::chrono::seconds(10);
+    std::chrono::nanoseconds body_timeout = std::chrono::seconds(30);
+    std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
+    std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
+    std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
+    bool access_log = false;            ///< one spdlog line per request (logger "access")
+    std::string server_name = "smarm";  ///< the Server header ("" to omit)
+    std::optional<tls_config> tls;
+    int backlog = 1024;
+};
+
+/// Counters since start() (monotonic except `active`).
+struct server_stats {
+    std::uint64_t accepted = 0;  ///< connections taken by a connection actor
+    std::uint64_t rejected = 0;  ///< connections refused past max_connections
+    std::uint64_t active = 0;    ///< connections open now
+    std::uint64_t requests = 0;  ///< responses sent
+    std::uint64_t errors = 0;    ///< 500s from handler exceptions
+};
+
+class server {
+  public:
+    server(server_config cfg, router r);
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    /// Binds and starts accepting. Throws std::system_error naming the
+    /// address when the port cannot be bound, std::runtime_error when the
+    /// TLS files cannot be loaded. Call from an actor.
+    void start();
+    /// The bound address (useful with port 0).
+    socket_address local_address() const;
+    /// Graceful stop (see the header comment); returns at once. `drain`
+    /// overrides drain_timeout; 0 stops every connection immediately.
+    void stop(std::optional<std::chrono::nanoseconds> drain = std::nullopt);
+    /// Parks the calling actor until the server has stopped and every
+    /// connection actor has ended.
+    void wait();
+    /// Installs SIGTERM/SIGINT handling: first signal -> stop(), second ->
+    /// stop(0). The handlers stay until the server is destroyed.
+    void stop_on_signals();
+
+    server_stats stats() const noexcept;
+    const server_config& config() const noexcept;
+
+    struct state;  // shared with the listener and the connection actors
+
+  private:
+    std::shared_ptr<state> st_;
+};
+
+}  // namespace smarm::http

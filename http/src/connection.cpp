@@ -1,0 +1,215 @@
+// Non-template pieces of the connection loop: response heads, the Date
+// cache, error mapping, request conversion, file access, logging.
+
+#include "connection.hpp"
+
+#include <spdlog/spdlog.h>
+#include <boost/beast/http/status.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace smarm::http::detail {
+
+namespace {
+
+// The Date header changes once a second: a seqlock-protected cache so a
+// response copies 29 bytes instead of formatting a time. `seq` is odd while
+// a writer updates `second` and `text`; every field is an atomic (no data
+// race for the reader that loses), and a reader that sees `seq` change
+// retries. A thread that finds another one writing formats its own copy.
+struct date_cache {
+    std::atomic<std::uint64_t> seq{0};
+    std::atomic<std::int64_t> second{-1};
+    std::atomic<std::uint64_t> text[4]{};  // 29 characters, padded
+};
+date_cache g_date;
+
+void format_date(std::int64_t sec, char (&out)[32]) {
+    static const char* const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char* const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t t = static_cast<time_t>(sec);
+    tm g{};
+    gmtime_r(&t, &g);
+    std::memset(out, 0, sizeof out);
+    std::snprintf(out, sizeof out, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[g.tm_wday % 7],
+                  g.tm_mday, months[g.tm_mon % 12], g.tm_year + 1900, g.tm_hour, g.tm_min,
+                  g.tm_sec);
+}
+
+void append_date(std::string& out) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    const std::int64_t now = ts.tv_sec;
+    char local[32];
+    std::uint64_t s1 = g_date.seq.load(std::memory_order_acquire);
+    if ((s1 & 1) == 0 && g_date.second.load(std::memory_order_acquire) == now) {
+        std::uint64_t w[4];
+        for (int i = 0; i < 4; ++i)
+            w[i] = g_date.text[i].load(std::memory_order_acquire);
+        if (g_date.seq.load(std::memory_order_relaxed) == s1) {
+            std::memcpy(local, w, sizeof local);
+            out.append(local, 29);
+            return;
+        }
+    }
+    format_date(now, local);
+    if ((s1 & 1) == 0 &&
+        g_date.seq.compare_exchange_strong(s1, s1 + 1, std::memory_order_acq_rel)) {
+        std::uint64_t w[4];
+        std::memcpy(w, local, sizeof w);
+        for (int i = 0; i < 4; ++i)
+            g_date.text[i].store(w[i], std::memory_order_relaxed);
+        g_date.second.store(now, std::memory_order_relaxed);
+        g_date.seq.store(s1 + 2, std::memory_order_release);
+    }
+    out.append(local, 29);
+}
+
+void append_number(std::string& out, std::uint64_t n) {
+    char b[24];
+    auto r = std::to_chars(b, b + sizeof b, n);
+    out.append(b, r.ptr);
+}
+
+}  // namespace
+
+void append_head(std::string& out, const server_config& cfg, const response& r,
+                 std::optional<std::uint64_t> content_length, bool chunked, bool keep_alive,
+                 unsigned request_version) {
+    const unsigned code = static_cast<unsigned>(r.status());
+    out += "HTTP/1.1 ";
+    append_number(out, code);
+    out += ' ';
+    out += boost::beast::http::obsolete_reason(r.status());
+    out += "\r\n";
+    if (!cfg.server_name.empty()) {
+        out += "Server: ";
+        out += cfg.server_name;
+        out += "\r\n";
+    }
+    out += "Date: ";
+    append_date(out);
+    out += "\r\n";
+    if ((chunked || (content_length && *content_length != 0) ||
+         (!content_length && !chunked && code >= 200 && code != 204 && code != 304)) &&
+        !r.content_type().empty()) {
+        out += "Content-Type: ";
+        out += r.content_type();
+        out += "\r\n";
+    }
+    if (content_length) {
+        out += "Content-Length: ";
+        append_number(out, *content_length);
+        out += "\r\n";
+    }
+    if (chunked) out += "Transfer-Encoding: chunked\r\n";
+    if (!keep_alive)
+        out += "Connection: close\r\n";
+    else if (request_version < 11)
+        out += "Connection: keep-alive\r\n";
+    for (auto& h : r.headers()) {
+        out += h.name;
+        out += ": ";
+        out += h.value;
+        out += "\r\n";
+    }
+    out += "\r\n";
+}
+
+void append_simple(std::string& out, const server_config& cfg, http::status s, bool keep_alive,
+                   unsigned request_version, std::string_view) {
+    response r(s, std::string(boost::beast::http::obsolete_reason(s)) + "\n");
+    append_head(out, cfg, r, r.body().size(), false, keep_alive, request_version);
+    out += r.body();
+}
+
+std::optional<http::status> status_for(const error_code& ec) {
+    namespace bhttp = boost::beast::http;
+    if (ec == bhttp::error::header_limit) return http::status::request_header_fields_too_large;
+    if (ec == bhttp::error::body_limit) return http::status::payload_too_large;
+    if (ec == boost::beast::error::timeout) return http::status::request_timeout;
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message)
+        return std::nullopt;
+    if (&ec.category() == &bhttp::make_error_code(bhttp::error::bad_target).category())
+        return http::status::bad_request;
+    return std::nullopt;  // a socket error: the peer is gone
+}
+
+bool to_request(boost::beast::http::request<boost::beast::http::string_body>&& msg, request& out) {
+    request_access::method(out) = msg.method();
+    request_access::method_string(out).assign(msg.method_string());
+    auto& target = request_access::target(out);
+    target.assign(msg.target());
+    request_access::version(out) = msg.version();
+    auto& hs = request_access::headers(out);
+    hs.clear();
+    for (auto& f : msg)
+        hs.push_back({std::string(f.name_string()), std::string(f.value())});
+    out.body() = std::move(msg.body());
+    auto q = target.find_first_of("?#");
+    return percent_decode(std::string_view(target).substr(0, q), request_access::path(out));
+}
+
+void log_access(const conn_ctx& c, std::string_view method, std::string_view target,
+                unsigned status, std::uint64_t bytes, std::chrono::nanoseconds took,
+                std::string_view request_id) {
+    if (!c.sh.access) return;
+    c.sh.access->info("{} \"{} {}\" {} {} {:.3f}ms {}", c.peer.to_string(), method, target, status,
+                      bytes, static_cast<double>(took.count()) / 1e6, request_id);
+}
+
+void log_handler_error(const conn_ctx& c, const request& req, std::string_view what) {
+    spdlog::error("http: request {} ({} {} from {}) failed: {}", req.id(), req.method_string(),
+                  req.target(), c.peer.to_string(), what);
+}
+
+void log_stream_error(std::string_view what) {
+    spdlog::error("http: a streamed response body failed: {}", what);
+}
+
+file_open_result open_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return {-1,
+                e == ENOENT || e == ENOTDIR ? http::status::not_found
+                : e == EACCES               ? http::status::forbidden
+                                            : http::status::internal_server_error,
+                0};
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return {-1, http::status::not_found, 0};
+    }
+    return {fd, http::status::ok, static_cast<std::uint64_t>(st.st_size)};
+}
+
+long read_file(int fd, char* p, std::size_t n, std::uint64_t off) {
+    for (;;) {
+        ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
+        if (r < 0 && errno == EINTR) continue;
+        return static_cast<long>(r);
+    }
+}
+
+void close_file(int fd) noexcept {
+    if (fd >= 0) ::close(fd);
+}
+
+void append_chunk_size(std::string& out, std::size_t n) {
+    char b[24];
+    auto r = std::to_chars(b, b + sizeof b, n, 16);
+    out.append(b, r.ptr);
+    out += "\r\n";
+}
+
+}  // namespace smarm::http::detail

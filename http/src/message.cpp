@@ -1,0 +1,84 @@
+#include <smarm/http/message.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace smarm::http {
+
+namespace {
+char lower(char c) noexcept {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+}  // namespace
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (lower(a[i]) != lower(b[i])) return false;
+    return true;
+}
+
+std::string_view request::query() const noexcept {
+    auto q = target_.find('?');
+    if (q == std::string::npos) return {};
+    return std::string_view(target_).substr(q + 1);
+}
+
+std::optional<std::string_view> request::header(std::string_view name) const noexcept {
+    for (auto& h : headers_)
+        if (iequals(h.name, name)) return std::string_view(h.value);
+    return std::nullopt;
+}
+
+std::optional<std::string_view> request::param(std::string_view name) const noexcept {
+    for (auto& [k, v] : params_)
+        if (k == name) return std::string_view(v);
+    return std::nullopt;
+}
+
+std::string request::id() const {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%llx-%llx", static_cast<unsigned long long>(connection_id_),
+                  static_cast<unsigned long long>(sequence_));
+    return buf;
+}
+
+response response::file(std::string path, std::string content_type) {
+    response r(http::status::ok, std::move(path), std::move(content_type));
+    r.kind_ = body_kind::file;
+    return r;
+}
+
+response response::chunked(chunk_source next, std::string content_type) {
+    response r(http::status::ok, {}, std::move(content_type));
+    r.kind_ = body_kind::chunks;
+    r.chunks_ = std::move(next);
+    return r;
+}
+
+response& response::set(std::string name, std::string value) {
+    for (std::string_view managed :
+         {"content-length", "transfer-encoding", "date", "server", "connection"})
+        if (iequals(name, managed))
+            throw std::invalid_argument("smarm::http::response::set: the header \"" + name +
+                                        "\" is managed by the server");
+    if (iequals(name, "content-type")) {
+        content_type_ = std::move(value);
+        return *this;
+    }
+    for (char c : name + value)
+        if (c == '\r' || c == '\n')
+            throw std::invalid_argument("smarm::http::response::set: header \"" + name +
+                                        "\" contains a line break");
+    headers_.push_back({std::move(name), std::move(value)});
+    return *this;
+}
+
+std::optional<std::string_view> response::header(std::string_view name) const noexcept {
+    if (iequals(name, "content-type")) return std::string_view(content_type_);
+    for (auto& h : headers_)
+        if (iequals(h.name, name)) return std::string_view(h.value);
+    return std::nullopt;
+}
+
+}  // namespace smarm::http

@@ -1,0 +1,279 @@
+// The server: listener actor, connection supervisor, shutdown and signals.
+//
+// Actors: the listener (accepts; spawns each connection through the
+// supervisor), the connection supervisor (temporary children, capped at
+// max_connections), one actor per connection, and, during a stop, a drainer
+// that waits for connections to end and stops stragglers at the deadline.
+// `wait()` monitors the supervisor, which ends last.
+
+#include <smarm/http/server.hpp>
+#include <smarm/monitor.hpp>
+#include <smarm/supervisor.hpp>
+
+#include <smarm/detail/spinlock.hpp>
+
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+#include <unordered_map>
+
+#include "connection.hpp"
+#include "stream.hpp"
+
+namespace smarm::http {
+
+struct server::state {
+    explicit state(server_config c, router r) : sh(std::move(c), std::move(r)) {}
+
+    detail::shared sh;
+    tcp_listener listener;
+    socket_address bound;
+    supervisor_ref sup;
+    pid listener_pid;
+    pid signal_pid;
+    bool started = false;
+    std::atomic<bool> stopping{false};
+
+    // Live connections and whether each is idle (see connection.hpp).
+    smarm::detail::spinlock mu;
+    struct conn {
+        pid id;
+        std::atomic<bool>* idle;
+    };
+    std::unordered_map<std::uint64_t, conn> conns;  // guarded by mu
+    std::atomic<std::uint64_t> next_conn{1};
+
+    /// request_stop every connection (idle_only: those parked between requests).
+    void stop_connections(bool idle_only) {
+        std::vector<pid> targets;
+        {
+            std::lock_guard g(mu);
+            for (auto& [id, c] : conns)
+                if (!idle_only || c.idle->load(std::memory_order_seq_cst)) targets.push_back(c.id);
+        }
+        for (pid p : targets)
+            smarm::request_stop(p);
+    }
+};
+
+namespace {
+
+std::shared_ptr<spdlog::logger> access_logger() {
+    static std::once_flag once;
+    static std::shared_ptr<spdlog::logger> log;
+    std::call_once(once, [] {
+        // Asynchronous, and it drops the oldest lines rather than block a
+        // scheduler thread when stdout cannot keep up.
+        spdlog::init_thread_pool(8192, 1);
+        log = std::make_shared<spdlog::async_logger>(
+            "access", std::make_shared<spdlog::sinks::stdout_sink_mt>(), spdlog::thread_pool(),
+            spdlog::async_overflow_policy::overrun_oldest);
+        log->set_pattern("[%Y-%m-%dT%H:%M:%S.%e] %v");
+    });
+    return log;
+}
+
+/// Refuses a connection past the cap: a short 503 written without waiting
+/// (the listener must not stall on a slow peer), then close.
+void reject(tcp_stream& conn, const server_config& cfg) {
+    std::string out;
+    detail::append_simple(out, cfg, status::service_unavailable, false, 11);
+    (void)::send(conn.native_handle(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    conn.close();
+}
+
+void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, tcp_stream& conn) {
+    std::atomic<bool> idle{false};
+    {
+        std::lock_guard g(st->mu);
+        st->conns.emplace(id, server::state::conn{self_pid(), &idle});
+    }
+    st->sh.active.fetch_add(1, std::memory_order_relaxed);
+    struct leave {
+        server::state& st;
+        std::uint64_t id;
+        tcp_stream& conn;
+        ~leave() {
+            conn.close();
+            std::lock_guard g(st.mu);
+            st.conns.erase(id);
+            st.sh.active.fetch_sub(1, std::memory_order_relaxed);
+        }
+    } guard{*st, id, conn};
+    detail::conn_ctx c{st->sh, id, conn.peer_address(), &idle};
+    detail::actor_stream s(conn);
+    detail::serve_connection(s, c);
+}
+
+void listen_loop(const std::shared_ptr<server::state>& st) {
+    // Stopped (server::stop) while parked in accept: close the socket at
+    // once so new connections are refused rather than left in the backlog.
+    struct closer {
+        tcp_listener& l;
+        ~closer() { l.close(); }
+    } guard{st->listener};
+    for (;;) {
+        tcp_stream conn = st->listener.accept();
+        if (st->sh.active.load(std::memory_order_relaxed) >= st->sh.cfg.max_connections) {
+            st->sh.rejected.fetch_add(1, std::memory_order_relaxed);
+            reject(conn, st->sh.cfg);
+            continue;
+        }
+        const std::uint64_t id = st->next_conn.fetch_add(1, std::memory_order_relaxed);
+        auto shared_conn = std::make_shared<tcp_stream>(std::move(conn));
+        child_spec spec{"conn-" + std::to_string(id),
+                        [st, id, shared_conn] { run_connection(st, id, *shared_conn); },
+                        restart_policy::temporary};
+        try {
+            (void)start_child(st->sup, std::move(spec));
+            st->sh.accepted.fetch_add(1, std::memory_order_relaxed);
+        } catch (const std::runtime_error&) {
+            st->sh.rejected.fetch_add(1, std::memory_order_relaxed);
+            reject(*shared_conn, st->sh.cfg);
+        }
+    }
+}
+
+// ---- signals: a self-pipe, read by an actor --------------------------------
+
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signal_count{0};
+
+extern "C" void on_shutdown_signal(int) {
+    int saved = errno;
+    g_signal_count.fetch_add(1, std::memory_order_relaxed);
+    char b = 1;
+    (void)!::write(g_signal_pipe[1], &b, 1);
+    errno = saved;
+}
+
+}  // namespace
+
+server::server(server_config cfg, router r)
+    : st_(std::make_shared<state>(std::move(cfg), std::move(r))) {}
+
+server::~server() {
+    if (st_->signal_pid.valid()) {
+        struct sigaction sa {};
+        sa.sa_handler = SIG_DFL;
+        ::sigaction(SIGTERM, &sa, nullptr);
+        ::sigaction(SIGINT, &sa, nullptr);
+    }
+}
+
+void server::start() {
+    if (st_->started) throw std::logic_error("smarm::http::server::start: already started");
+    if (st_->sh.cfg.tls)
+        throw std::runtime_error("smarm::http::server: TLS is not available in this build");
+    listen_options lo;
+    lo.backlog = st_->sh.cfg.backlog;
+    st_->listener = tcp_listener::bind(st_->sh.cfg.host, st_->sh.cfg.port, lo);
+    st_->bound = st_->listener.local_address();
+    if (st_->sh.cfg.access_log) st_->sh.access = access_logger();
+    supervisor_options so;
+    so.max_children = st_->sh.cfg.max_connections;
+    so.max_restarts = 0;
+    st_->sup = start_supervisor(so, {});
+    st_->started = true;
+    auto st = st_;
+    auto h = spawn([st] { listen_loop(st); });
+    st_->listener_pid = h.id();
+    h.detach();
+}
+
+socket_address server::local_address() const {
+    return st_->bound;
+}
+
+void server::stop(std::optional<std::chrono::nanoseconds> drain) {
+    if (!st_->started) return;
+    const bool first = !st_->stopping.exchange(true);
+    const auto budget = drain.value_or(st_->sh.cfg.drain_timeout);
+    if (first) {
+        request_stop(st_->listener_pid);
+        st_->sh.draining.store(true, std::memory_order_seq_cst);
+    }
+    // Idle keep-alive connections go at once; busy ones finish their
+    // request (or are stopped at the deadline).
+    st_->stop_connections(budget > std::chrono::nanoseconds::zero());
+    if (!first && budget > std::chrono::nanoseconds::zero()) return;
+    auto st = st_;
+    spawn([st, budget] {
+        const auto deadline = std::chrono::steady_clock::now() + budget;
+        while (st->sh.active.load(std::memory_order_relaxed) != 0 &&
+               std::chrono::steady_clock::now() < deadline)
+            smarm::sleep(std::chrono::milliseconds(5));
+        // Stopping the supervisor stops any connection still running.
+        request_stop(st->sup.id);
+        if (st->signal_pid.valid()) request_stop(st->signal_pid);
+    }).detach();
+}
+
+void server::wait() {
+    if (!st_->started) return;
+    auto m = monitor(st_->sup.id);
+    (void)m.rx.recv();
+    // The listener closes its socket when stopped; make sure it has.
+    auto ml = monitor(st_->listener_pid);
+    (void)ml.rx.recv();
+    st_->listener.close();
+}
+
+void server::stop_on_signals() {
+    if (!st_->started) throw std::logic_error("smarm::http::server::stop_on_signals: not started");
+    if (st_->signal_pid.valid()) return;
+    if (g_signal_pipe[0] < 0) {
+        if (::pipe2(g_signal_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+            throw std::system_error(errno, std::generic_category(),
+                                    "smarm::http::server::stop_on_signals: pipe2");
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_shutdown_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    auto st = st_;
+    server* self = this;
+    auto h = spawn([st, self] {
+        int seen = 0;
+        for (;;) {
+            (void)wait_readable(g_signal_pipe[0]);
+            char b[16];
+            while (::read(g_signal_pipe[0], b, sizeof b) > 0) {
+            }
+            int n = g_signal_count.load(std::memory_order_relaxed);
+            if (n > seen) {
+                spdlog::info("http: {} received, {}", n == 1 ? "shutdown signal" : "second signal",
+                             n == 1 ? "draining" : "stopping now");
+                self->stop(n == 1 ? std::nullopt
+                                  : std::optional<std::chrono::nanoseconds>(
+                                        std::chrono::nanoseconds::zero()));
+                seen = n;
+                if (n >= 2) return;
+            }
+        }
+    });
+    st_->signal_pid = h.id();
+    h.detach();
+}
+
+server_stats server::stats() const noexcept {
+    auto& s = st_->sh;
+    return {s.accepted.load(), s.rejected.load(), s.active.load(), s.requests.load(),
+            s.errors.load()};
+}
+
+const server_config& server::config() const noexcept {
+    return st_->sh.cfg;
+}
+
+}  // namespace smarm::http

@@ -1,0 +1,199 @@
+#pragma once
+// Streams the connection loop runs over (Beast SyncReadStream +
+// SyncWriteStream):
+// - actor_stream: a tcp_stream whose reads and writes park the actor on the
+//   IO layer, with a deadline per phase (header, body, idle, write);
+// - memory_stream: reads from a string and appends writes to another (the
+//   fuzz target and unit tests).
+//
+// Errors come back as error codes, never exceptions, except smarm::stopped,
+// which must unwind the connection actor: a timeout is
+// beast::error::timeout, the peer closing is asio::error::eof.
+
+#include <smarm/io.hpp>
+#include <smarm/net.hpp>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/error.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace smarm::http::detail {
+
+using error_code = boost::beast::error_code;
+using time_point = std::chrono::steady_clock::time_point;
+
+class actor_stream {
+  public:
+    explicit actor_stream(tcp_stream& s) : s_(s) {}
+
+    /// Reads and writes after `t` fail with beast::error::timeout.
+    void set_deadline(std::optional<time_point> t) noexcept { deadline_ = t; }
+
+    template <class Buffers>
+    std::size_t read_some(const Buffers& bufs, error_code& ec) {
+        ec = {};
+        for (auto it = boost::asio::buffer_sequence_begin(bufs);
+             it != boost::asio::buffer_sequence_end(bufs); ++it) {
+            boost::asio::mutable_buffer b = *it;
+            if (b.size() == 0) continue;
+            return io(ec, [&](io_deadline d) {
+                std::size_t n = s_.read_some(b.data(), b.size(), d);
+                if (n == 0) ec = boost::asio::error::eof;
+                return n;
+            });
+        }
+        return 0;
+    }
+    template <class Buffers>
+    std::size_t read_some(const Buffers& bufs) {
+        error_code ec;
+        auto n = read_some(bufs, ec);
+        if (ec) throw boost::system::system_error(ec);
+        return n;
+    }
+    template <class Buffers>
+    std::size_t write_some(const Buffers& bufs, error_code& ec) {
+        ec = {};
+        for (auto it = boost::asio::buffer_sequence_begin(bufs);
+             it != boost::asio::buffer_sequence_end(bufs); ++it) {
+            boost::asio::const_buffer b = *it;
+            if (b.size() == 0) continue;
+            return io(ec, [&](io_deadline d) { return s_.write_some(b.data(), b.size(), d); });
+        }
+        return 0;
+    }
+    template <class Buffers>
+    std::size_t write_some(const Buffers& bufs) {
+        error_code ec;
+        auto n = write_some(bufs, ec);
+        if (ec) throw boost::system::system_error(ec);
+        return n;
+    }
+
+    /// Writes all of `data` before the deadline; false on any failure.
+    bool write_all(std::string_view data) {
+        while (!data.empty()) {
+            error_code ec;
+            auto n = write_some(boost::asio::buffer(data.data(), data.size()), ec);
+            if (ec) return false;
+            data.remove_prefix(n);
+        }
+        return true;
+    }
+
+    /// Half-closes and reads (discarding) what the peer still sends, for
+    /// up to a second or 64 KiB, so an error response sent before the
+    /// request was read whole is not destroyed by a reset.
+    void linger() {
+        try {
+            s_.shutdown(SHUT_WR);
+            char sink[4096];
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            for (std::size_t total = 0; total < 64 * 1024;) {
+                auto left = until - std::chrono::steady_clock::now();
+                if (left <= std::chrono::nanoseconds::zero()) break;
+                std::size_t n = s_.read_some(sink, sizeof sink, left);
+                if (n == 0) break;
+                total += n;
+            }
+        } catch (const std::system_error&) {
+        }
+    }
+
+  private:
+    template <class F>
+    std::size_t io(error_code& ec, F&& f) {
+        io_deadline d;
+        if (deadline_) {
+            auto left = *deadline_ - std::chrono::steady_clock::now();
+            if (left <= std::chrono::nanoseconds::zero()) {
+                ec = boost::beast::error::timeout;
+                return 0;
+            }
+            d = left;
+        }
+        try {
+            return f(d);
+        } catch (const io_timeout&) {
+            ec = boost::beast::error::timeout;
+        } catch (const std::system_error& e) {
+            ec = error_code(e.code().value(), boost::system::generic_category());
+        }
+        return 0;
+    }
+
+    tcp_stream& s_;
+    std::optional<time_point> deadline_;
+};
+
+class memory_stream {
+  public:
+    explicit memory_stream(std::string_view in, std::size_t max_read = 4096)
+        : in_(in), max_read_(max_read) {}
+
+    void set_deadline(std::optional<time_point>) noexcept {}
+
+    template <class Buffers>
+    std::size_t read_some(const Buffers& bufs, error_code& ec) {
+        ec = {};
+        if (in_.empty()) {
+            ec = boost::asio::error::eof;
+            return 0;
+        }
+        std::size_t total = 0;
+        for (auto it = boost::asio::buffer_sequence_begin(bufs);
+             it != boost::asio::buffer_sequence_end(bufs) && !in_.empty() && total < max_read_;
+             ++it) {
+            boost::asio::mutable_buffer b = *it;
+            std::size_t n = std::min({b.size(), in_.size(), max_read_ - total});
+            std::memcpy(b.data(), in_.data(), n);
+            in_.remove_prefix(n);
+            total += n;
+        }
+        return total;
+    }
+    template <class Buffers>
+    std::size_t read_some(const Buffers& bufs) {
+        error_code ec;
+        auto n = read_some(bufs, ec);
+        if (ec) throw boost::system::system_error(ec);
+        return n;
+    }
+    template <class Buffers>
+    std::size_t write_some(const Buffers& bufs, error_code& ec) {
+        ec = {};
+        std::size_t total = 0;
+        for (auto it = boost::asio::buffer_sequence_begin(bufs);
+             it != boost::asio::buffer_sequence_end(bufs); ++it) {
+            boost::asio::const_buffer b = *it;
+            out.append(static_cast<const char*>(b.data()), b.size());
+            total += b.size();
+        }
+        return total;
+    }
+    template <class Buffers>
+    std::size_t write_some(const Buffers& bufs) {
+        error_code ec;
+        return write_some(bufs, ec);
+    }
+    bool write_all(std::string_view data) {
+        out.append(data);
+        return true;
+    }
+    void linger() noexcept {}
+
+    std::string out;
+
+  private:
+    std::string_view in_;
+    std::size_t max_read_;
+};
+
+}  // namespace smarm::http::detail

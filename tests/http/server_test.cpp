@@ -1,0 +1,402 @@
+// Raw-socket integration tests of the HTTP server on loopback.
+
+#include <smarm/gen_server.hpp>
+#include <smarm/http/router.hpp>
+#include <smarm/http/server.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "http_support.hpp"
+
+using namespace http_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+http::router test_routes() {
+    http::router r;
+    r.get("/plaintext",
+          [](http::request&) { return http::response(http::status::ok, "Hello, World!"); });
+    r.post("/echo", [](http::request& q) { return http::response(http::status::ok, q.body()); });
+    r.put("/echo", [](http::request& q) { return http::response(http::status::ok, q.body()); });
+    r.get("/hello/{name}", [](http::request& q) {
+        return http::response(http::status::ok, "hello " + std::string(*q.param("name")));
+    });
+    r.get("/path/*", [](http::request& q) {
+        return http::response(http::status::ok, "[" + q.wildcard() + "]");
+    });
+    r.get("/slow", [](http::request&) {
+        smarm::sleep(200ms);
+        return http::response(http::status::ok, "slow");
+    });
+    r.get("/throw", [](http::request&) -> http::response {
+        throw std::runtime_error("handler failed on purpose");
+    });
+    r.get("/chunks", [](http::request&) {
+        auto n = std::make_shared<int>(0);
+        return http::response::chunked(
+            [n]() -> std::optional<std::string> {
+                if (*n == 3) return std::nullopt;
+                return "piece" + std::to_string((*n)++) + ";";
+            },
+            "text/plain");
+    });
+    r.get("/status/204", [](http::request&) { return http::response(http::status::no_content); });
+    r.get("/version", [](http::request& q) {
+        return http::response(http::status::ok, std::to_string(q.version()));
+    });
+    return r;
+}
+
+http::server_config test_config() {
+    http::server_config c;
+    c.header_timeout = 10s;
+    c.idle_timeout = 10s;
+    return c;
+}
+
+TEST(HttpServer, PlaintextAndManagedHeaders) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        auto r = c.get("/plaintext");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->body, "Hello, World!");
+        EXPECT_EQ(r->header("content-length"), "13");
+        EXPECT_EQ(r->header("server"), "smarm");
+        EXPECT_EQ(r->header("date").size(), 29u);
+        EXPECT_TRUE(r->keep_alive);
+    });
+}
+
+TEST(HttpServer, KeepAliveServesManyRequestsOnOneConnection) {
+    with_server(test_config(), test_routes(), [](http::server& srv, std::uint16_t port) {
+        client c(port);
+        for (int i = 0; i < 50; ++i) {
+            auto r = c.get("/hello/n" + std::to_string(i));
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->body, "hello n" + std::to_string(i));
+        }
+        EXPECT_EQ(srv.stats().accepted, 1u);
+    });
+}
+
+TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        std::string batch;
+        for (int i = 0; i < 20; ++i)
+            batch += "GET /hello/" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+        // A slow one in the middle must not let later answers overtake it.
+        batch += "GET /slow HTTP/1.1\r\nHost: t\r\n\r\nGET /hello/last HTTP/1.1\r\nHost: t\r\n\r\n";
+        c.send(batch);
+        for (int i = 0; i < 20; ++i) {
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->body, "hello " + std::to_string(i));
+        }
+        EXPECT_EQ(c.read()->body, "slow");
+        EXPECT_EQ(c.read()->body, "hello last");
+    });
+}
+
+TEST(HttpServer, NotFoundAndMethodNotAllowedWithAllow) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        EXPECT_EQ(c.get("/nope")->status, 404u);
+        c.send("DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 405u);
+        EXPECT_EQ(r->header("allow"), "POST, PUT");
+        c.send("POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        r = c.read();
+        EXPECT_EQ(r->status, 405u);
+        EXPECT_EQ(r->header("allow"), "GET, HEAD");
+    });
+}
+
+TEST(HttpServer, HeadSendsHeadersOnly) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        c.send("HEAD /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
+        auto r = c.read(true);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->header("content-length"), "13");
+        EXPECT_EQ(r->body, "");
+        // No body bytes were sent: the next response parses cleanly.
+        EXPECT_EQ(c.get("/plaintext")->body, "Hello, World!");
+        c.send("HEAD /chunks HTTP/1.1\r\nHost: t\r\n\r\n");
+        r = c.read(true);
+        EXPECT_EQ(r->header("transfer-encoding"), "chunked");
+        EXPECT_EQ(c.get("/plaintext")->body, "Hello, World!");
+    });
+}
+
+TEST(HttpServer, ChunkedRequestAndResponseBodies) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        c.send(
+            "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n");
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "hello, world");
+        r = c.get("/chunks");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->header("transfer-encoding"), "chunked");
+        EXPECT_EQ(r->body, "piece0;piece1;piece2;");
+        EXPECT_TRUE(r->keep_alive);
+        EXPECT_EQ(c.get("/plaintext")->status, 200u);
+    });
+}
+
+TEST(HttpServer, ExpectContinue) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        c.send(
+            "PUT /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
+        auto interim = c.read();
+        ASSERT_TRUE(interim);
+        EXPECT_EQ(interim->status, 100u);
+        c.send("data");
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->body, "data");
+        // Too large: refused before the body is sent, no 100.
+        c.send(
+            "PUT /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\nExpect: "
+            "100-continue\r\n\r\n");
+        r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 413u);
+    });
+}
+
+TEST(HttpServer, Http10ClosesUnlessKeepAlive) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        {
+            client c(port);
+            c.send("GET /version HTTP/1.0\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->body, "10");
+            EXPECT_EQ(r->header("connection"), "close");
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);
+            c.send("GET /version HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->header("connection"), "keep-alive");
+            c.send("GET /chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+            r = c.read();
+            ASSERT_TRUE(r);  // close-delimited: no chunked coding for 1.0
+            EXPECT_EQ(r->header("transfer-encoding"), "");
+            EXPECT_EQ(r->body, "piece0;piece1;piece2;");
+        }
+    });
+}
+
+TEST(HttpServer, LimitsAnswerWithTheirStatus) {
+    auto cfg = test_config();
+    cfg.header_limit = 1024;
+    cfg.body_limit = 100;
+    with_server(cfg, test_routes(), [](http::server&, std::uint16_t port) {
+        {
+            client c(port);
+            c.send("GET /plaintext HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(2000, 'a') +
+                   "\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 431u);
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);  // Content-Length over the limit: refused unread
+            c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 413u);
+        }
+        {
+            client c(port);  // chunked body growing past the limit
+            std::string req =
+                "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+            for (int i = 0; i < 5; ++i)
+                req += "20\r\n" + std::string(32, 'x') + "\r\n";
+            req += "0\r\n\r\n";
+            c.send(req);
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 413u);
+        }
+        {
+            client c(port);  // at the limit: fine
+            c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n" +
+                   std::string(100, 'y'));
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 200u);
+            EXPECT_EQ(r->body.size(), 100u);
+        }
+    });
+}
+
+TEST(HttpServer, SlowHeadersGet408AndIdleConnectionsClose) {
+    auto cfg = test_config();
+    cfg.header_timeout = 300ms;
+    cfg.idle_timeout = 300ms;
+    with_server(cfg, test_routes(), [](http::server&, std::uint16_t port) {
+        {
+            client c(port);  // slowloris: a header that never ends
+            c.send("GET /plaintext HTTP/1.1\r\nHost: t\r\n");
+            auto r = c.read(false, 10s);
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 408u);
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);
+            EXPECT_EQ(c.get("/plaintext")->status, 200u);
+            EXPECT_TRUE(c.closed_by_peer(10s));  // idle keep-alive: closed quietly
+        }
+    });
+}
+
+TEST(HttpServer, MalformedAndSmugglingRequestsGet400) {
+    const std::vector<std::string> bad = {
+        "GARBAGE\r\n\r\n",
+        "GET /plaintext HTTP/1.1\r\n\r\n",  // no Host
+        "GET /plaintext HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n0\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+        "3\r\n\r\n0\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\nabc",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: "
+        "chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        "GET /%zz HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /plaintext HTTP/1.1\r\nHost: t\r\nBad Header: x\r\n\r\n",
+    };
+    with_server(test_config(), test_routes(), [&](http::server&, std::uint16_t port) {
+        for (auto& raw : bad) {
+            client c(port);
+            c.send(raw);
+            auto r = c.read();
+            ASSERT_TRUE(r) << raw;
+            EXPECT_EQ(r->status, 400u) << raw;
+            EXPECT_TRUE(c.closed_by_peer()) << raw;
+        }
+    });
+}
+
+TEST(HttpServer, RouterParamsWildcardAndDecoding) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        EXPECT_EQ(c.get("/hello/a%20b")->body, "hello a b");
+        EXPECT_EQ(c.get("/hello/a%2Fb")->body, "hello a/b");
+        EXPECT_EQ(c.get("/hello/")->status, 404u);
+        EXPECT_EQ(c.get("/path/x/y/z?q=1")->body, "[x/y/z]");
+        EXPECT_EQ(c.get("/path")->body, "[]");
+        EXPECT_EQ(c.get("/status/204")->status, 204u);
+    });
+}
+
+TEST(HttpServer, HandlerExceptionIs500WithRequestIdAndTheConnectionGoesOn) {
+    with_server(test_config(), test_routes(), [](http::server& srv, std::uint16_t port) {
+        client c(port);
+        auto r = c.get("/throw");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 500u);
+        EXPECT_NE(r->body.find("request id: "), std::string::npos) << r->body;
+        EXPECT_EQ(c.get("/plaintext")->status, 200u);
+        EXPECT_EQ(srv.stats().errors, 1u);
+    });
+}
+
+TEST(HttpServer, FileBodiesStream) {
+    const std::string path = ::testing::TempDir() + "smarm_http_file.bin";
+    std::string content;
+    for (int i = 0; i < 300'000; ++i)
+        content += static_cast<char>('a' + i % 26);
+    std::ofstream(path, std::ios::binary) << content;
+    auto routes = test_routes();
+    routes.get("/file", [path](http::request&) { return http::response::file(path); });
+    routes.get("/missing", [](http::request&) { return http::response::file("/nonexistent/x"); });
+    with_server(test_config(), std::move(routes), [&](http::server&, std::uint16_t port) {
+        client c(port);
+        auto r = c.get("/file");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->header("content-length"), std::to_string(content.size()));
+        EXPECT_TRUE(r->body == content);
+        EXPECT_EQ(c.get("/missing")->status, 404u);
+    });
+    std::remove(path.c_str());
+}
+
+// A registry-routed service: PUT stores, GET reads, "slow" sleeps.
+struct kv_server : smarm::gen_server<http::request, http::response> {
+    std::map<std::string, std::string> data;
+    http::response handle_call(http::request req) override {
+        std::string key(*req.param("key"));
+        if (key == "slow") smarm::sleep(2s);
+        if (req.method() == http::verb::put) {
+            data[key] = req.body();
+            return http::response(http::status::created);
+        }
+        auto it = data.find(key);
+        if (it == data.end()) return http::response(http::status::not_found, "no such key\n");
+        return http::response(http::status::ok, it->second);
+    }
+};
+constexpr smarm::name<kv_server::envelope> kv_name{"test-kv"};
+
+TEST(HttpServer, RegistryRoutedHandlers) {
+    auto routes = test_routes();
+    routes.route<kv_server>(http::verb::get, "/kv/{key}", kv_name, 300ms);
+    routes.route<kv_server>(http::verb::put, "/kv/{key}", kv_name, 300ms);
+    with_server(test_config(), std::move(routes), [](http::server&, std::uint16_t port) {
+        client c(port);
+        EXPECT_EQ(c.get("/kv/a")->status, 503u);  // not running yet
+        auto kv = smarm::start_named<kv_server>(kv_name);
+        c.send("PUT /kv/a HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nxyz");
+        EXPECT_EQ(c.read()->status, 201u);
+        auto r = c.get("/kv/a");
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->body, "xyz");
+        EXPECT_EQ(c.get("/kv/b")->status, 404u);
+        EXPECT_EQ(c.get("/kv/slow")->status, 504u);
+        smarm::request_stop(kv.id);
+    });
+}
+
+TEST(HttpServer, ConnectionsPastTheCapGet503) {
+    auto cfg = test_config();
+    cfg.max_connections = 2;
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        client a(port), b(port);
+        EXPECT_EQ(a.get("/plaintext")->status, 200u);
+        EXPECT_EQ(b.get("/plaintext")->status, 200u);
+        client c(port);
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 503u);
+        EXPECT_EQ(srv.stats().rejected, 1u);
+        EXPECT_EQ(a.get("/plaintext")->status, 200u);
+    });
+}
+
+}  // namespace

@@ -10,12 +10,12 @@ JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
 
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
-                  libspdlog-dev \
+                  libspdlog-dev clang libclang-rt-14-dev \
                   libgmock-dev libbenchmark-dev spin python3
 # Only `make bench` needs the Go peers and strace.
 BENCH_PACKAGES := golang-go strace
 
-.PHONY: all deps configure build run test test-tsan test-asan bench clean
+.PHONY: all deps configure build run test test-tsan test-asan bench fuzz clean
 
 all: build
 
@@ -37,12 +37,17 @@ test: build
 test-tsan: deps
 	@cmake --preset tsan >/dev/null && cmake --build build/tsan -j $(JOBS)
 	@cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
+	  ctest --output-on-failure -j $(JOBS) -LE "nosan|fuzz" $(CTEST_ARGS)
 
 test-asan: deps
 	@cmake --preset asan >/dev/null && cmake --build build/asan -j $(JOBS)
 	@cd build/asan && ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
-	  ctest --output-on-failure -j $(JOBS) -LE nosan $(CTEST_ARGS)
+	  ctest --output-on-failure -j $(JOBS) -LE "nosan|fuzz" $(CTEST_ARGS)
+
+# libFuzzer over the HTTP request path (clang, build/fuzz); FUZZ_TIME seconds.
+FUZZ_TIME ?= 300
+fuzz: deps
+	@./scripts/fuzz.sh $(FUZZ_TIME)
 
 bench: build
 	@./scripts/install-deps.sh $(BENCH_PACKAGES)

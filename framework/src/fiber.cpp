@@ -1,5 +1,7 @@
 #include "fiber.hpp"
 
+#include <smarm/detail/spinlock.hpp>
+
 #include <boost/context/detail/fcontext.hpp>
 
 #include <cstdio>
@@ -33,7 +35,7 @@ struct eh_globals {
 
 // noipa, not just noinline: GCC infers `const` through IPA and would reuse the
 // previous thread's pointer after a switch that migrated the actor.
-[[gnu::noinline, gnu::noipa]] eh_globals* thread_eh() noexcept {
+SMARM_OPAQUE_CALL eh_globals* thread_eh() noexcept {
     return reinterpret_cast<eh_globals*>(__cxxabiv1::__cxa_get_globals());
 }
 

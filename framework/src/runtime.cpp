@@ -1,5 +1,6 @@
 #include "runtime_impl.hpp"
 
+#include <smarm/detail/spinlock.hpp>
 #include <smarm/detail/wait.hpp>
 #include <smarm/runtime.hpp>
 
@@ -42,7 +43,7 @@ unsigned usable_cpus() noexcept {
 }  // namespace
 
 // noipa: a thread_local read must never be cached across a context switch.
-[[gnu::noinline, gnu::noipa]] scheduler* current_scheduler() noexcept {
+SMARM_OPAQUE_CALL scheduler* current_scheduler() noexcept {
     return tl_sched;
 }
 

@@ -400,3 +400,119 @@ TEST(HttpServer, ConnectionsPastTheCapGet503) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(HttpServer, ThousandConcurrentConnectionsAreEachServed) {
+    auto cfg = test_config();
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        constexpr int n = 1000;
+        std::atomic<int> ok{0};
+        std::vector<smarm::join_handle> hs;
+        auto [go_tx, go_rx] = smarm::channel<int>();
+        // Every client connects and sends before any reads, so all 1,000
+        // connections are open at once.
+        auto [ready_tx, ready_rx] = smarm::channel<int>();
+        for (int i = 0; i < n; ++i)
+            hs.push_back(smarm::spawn([&, i, ready_tx = ready_tx] {
+                client c(port);
+                c.send("GET /hello/" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n");
+                (void)ready_tx.send(i);
+                auto r = c.read();
+                if (r && r->body == "hello " + std::to_string(i)) ok.fetch_add(1);
+            }));
+        for (int i = 0; i < n; ++i)
+            (void)ready_rx.recv();
+        for (auto& h : hs)
+            h.join();
+        EXPECT_EQ(ok.load(), n);
+        EXPECT_EQ(srv.stats().accepted, static_cast<std::uint64_t>(n));
+    });
+}
+
+TEST(HttpServer, AThrowingHandlerFailsOnlyItsOwnRequest) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        std::atomic<int> ok{0}, failed{0};
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < 50; ++i)
+            hs.push_back(smarm::spawn([&] {
+                client c(port);
+                for (int k = 0; k < 5; ++k) {
+                    auto r = c.get(k == 2 ? "/slow" : "/plaintext");
+                    if (r && r->status == 200) ok.fetch_add(1);
+                }
+            }));
+        hs.push_back(smarm::spawn([&] {
+            client c(port);
+            auto r = c.get("/throw");
+            if (r && r->status == 500) failed.fetch_add(1);
+            if (c.get("/plaintext")->status == 200) ok.fetch_add(1);
+        }));
+        for (auto& h : hs)
+            h.join();
+        EXPECT_EQ(failed.load(), 1);
+        EXPECT_EQ(ok.load(), 50 * 5 + 1);
+    });
+}
+
+TEST(HttpServer, GracefulStopFinishesInFlightRequestsAndRefusesNewConnections) {
+    auto cfg = test_config();
+    cfg.drain_timeout = 20s;
+    std::atomic<int> in_handler{0};
+    auto routes = test_routes();
+    routes.get("/inflight", [&](http::request&) {
+        in_handler.fetch_add(1);
+        smarm::sleep(300ms);
+        return http::response(http::status::ok, "slow");
+    });
+    with_server(cfg, std::move(routes), [&](http::server& srv, std::uint16_t port) {
+        constexpr int n = 100;
+        std::atomic<int> done{0}, closed{0};
+        auto [sent_tx, sent_rx] = smarm::channel<int>();
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < n; ++i)
+            hs.push_back(smarm::spawn([&, sent_tx = sent_tx] {
+                client c(port);
+                c.send("GET /inflight HTTP/1.1\r\nHost: t\r\n\r\n");
+                (void)sent_tx.send(1);
+                auto r = c.read();
+                if (r && r->status == 200 && r->body == "slow") done.fetch_add(1);
+                if (r && !r->keep_alive) closed.fetch_add(1);
+            }));
+        // An idle keep-alive connection: closed at once by the stop.
+        client idle(port);
+        ASSERT_EQ(idle.get("/plaintext")->status, 200u);
+        for (int i = 0; i < n; ++i)
+            (void)sent_rx.recv();
+        // Stop only once every request is inside its handler.
+        auto t0 = smarm_test::steady::now();
+        while (in_handler.load() < n && smarm_test::since(t0) < 20s)
+            smarm::sleep(1ms);
+        ASSERT_EQ(in_handler.load(), n);
+        srv.stop();
+        EXPECT_TRUE(idle.closed_by_peer(5s));
+        EXPECT_THROW((void)smarm::tcp_stream::connect("127.0.0.1", port, 2s), std::system_error);
+        for (auto& h : hs)
+            h.join();
+        srv.wait();
+        EXPECT_EQ(done.load(), n);
+        EXPECT_EQ(closed.load(), n) << "in-flight responses announce Connection: close";
+        EXPECT_EQ(srv.stats().active, 0u);
+    });
+}
+
+TEST(HttpServer, StopWithZeroDrainEndsEveryConnectionAtOnce) {
+    with_server(test_config(), test_routes(), [](http::server& srv, std::uint16_t port) {
+        client c(port);
+        c.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        auto t0 = smarm_test::steady::now();
+        while (srv.stats().accepted < 1 && smarm_test::since(t0) < 10s)
+            smarm::sleep(1ms);
+        srv.stop(0ns);
+        srv.wait();
+        EXPECT_EQ(srv.stats().active, 0u);
+        EXPECT_TRUE(c.closed_by_peer(5s));
+    });
+}
+
+}  // namespace

@@ -11,6 +11,16 @@
 
 #include <sched.h>
 
+// A function the optimizer must treat as opaque at every call: per-thread
+// state reached through it is re-read after each call, never cached across
+// a switch (GCC: noipa; clang has no noipa, optnone keeps it from inferring
+// the function pure).
+#if defined(__clang__)
+#define SMARM_OPAQUE_CALL [[gnu::noinline, clang::optnone]]
+#else
+#define SMARM_OPAQUE_CALL [[gnu::noinline, gnu::noipa]]
+#endif
+
 namespace smarm::detail {
 
 /// Set (once, before main) when the smarm::alloc_preempt library is linked.
@@ -20,7 +30,7 @@ inline std::atomic<bool> track_lock_depth{false};
 /// This thread's runtime-lock depth. Read through a call (never inlined or
 /// IPA-analysed): a cached thread_local address would be another thread's
 /// after the actor migrates.
-[[gnu::noinline, gnu::noipa]] unsigned& runtime_lock_depth() noexcept;
+SMARM_OPAQUE_CALL unsigned& runtime_lock_depth() noexcept;
 
 /// A polite spin-wait hint to the CPU.
 inline void cpu_relax() noexcept {

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""HTTP plaintext: smarm-hello vs nginx (1 worker) vs Go net/http, same run.
+
+Loads (wrk, interleaved rounds: every server under one load, then the next):
+  ka_t1_c64    keep-alive, -t1 -c64
+  ka_t2_c256   keep-alive, -t2 -c256
+  close_t2_c32 a new connection per request (Connection: close), -t2 -c32
+
+Prints requests/s per server and load (median of the rounds, min..max), the
+ratios smarm/nginx and smarm/Go per round (median and spread) and p99
+latency. Servers listen on 127.0.0.1:18090-18092 and are stopped by PID.
+
+Usage: python3 loadtest/http/compare_http.py BUILD_DIR [--rounds 3] [--duration 10]
+Needs: wrk, nginx (nginx-light), go (servers whose binary is missing are skipped).
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from peerlib import ROOT, go_build  # noqa: E402
+
+LOADS = {
+    "ka_t1_c64": ["-t1", "-c64"],
+    "ka_t2_c256": ["-t2", "-c256"],
+    "close_t2_c32": ["-t2", "-c32", "-H", "Connection: close"],
+}
+
+
+def wait_port(port, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def start_servers(build, tmp):
+    servers = {}
+    hello = os.path.join(build, "loadtest", "http", "smarm-hello")
+    servers["smarm"] = (subprocess.Popen([hello, "18090"], stdout=subprocess.DEVNULL), 18090)
+    if shutil.which("nginx"):
+        rundir = os.path.join(tmp, "nginx")
+        os.makedirs(rundir, exist_ok=True)
+        conf = open(os.path.join(ROOT, "loadtest", "http", "nginx.conf.tmpl")).read()
+        conf = conf.replace("@PORT@", "18091").replace("@RUNDIR@", rundir)
+        path = os.path.join(rundir, "nginx.conf")
+        open(path, "w").write(conf)
+        servers["nginx"] = (subprocess.Popen(["nginx", "-c", path, "-p", rundir],
+                                             stderr=subprocess.DEVNULL), 18091)
+    if shutil.which("go"):
+        exe = go_build(os.path.join(ROOT, "loadtest", "go", "http", "main.go"), tmp, "go_http")
+        env = dict(os.environ, GOMAXPROCS=str(os.cpu_count()))
+        servers["go"] = (subprocess.Popen([exe, "127.0.0.1:18092"], env=env), 18092)
+    for name, (p, port) in list(servers.items()):
+        if not wait_port(port):
+            print(f"{name} did not start; skipped", file=sys.stderr)
+            p.kill()
+            del servers[name]
+    return servers
+
+
+def parse_wrk(out):
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = None
+    m = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    if m:
+        p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+    errors = 0
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        errors += int(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        errors += sum(int(x) for x in m.groups())
+    return rps, p99, errors
+
+
+def run_wrk(port, load, duration):
+    cmd = ["wrk", *LOADS[load], f"-d{duration}s", "--latency",
+           f"http://127.0.0.1:{port}/plaintext"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
+    return parse_wrk(out)
+
+
+def spread(xs):
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}..{max(xs):.2f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--loads", default=",".join(LOADS))
+    a = ap.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is not installed (apt-get install wrk)")
+    loads = a.loads.split(",")
+    tmp = tempfile.mkdtemp(prefix="smarm_http_")
+    servers = start_servers(a.build, tmp)
+    res = {(s, l): [] for s in servers for l in loads}
+    try:
+        for load in loads:  # warm-up
+            for name, (_, port) in servers.items():
+                run_wrk(port, load, 2)
+        for r in range(a.rounds):
+            for load in loads:
+                for name, (_, port) in servers.items():
+                    rps, p99, err = run_wrk(port, load, a.duration)
+                    res[(name, load)].append((rps, p99, err))
+                    print(f"round {r + 1} {load:13s} {name:6s} {rps:10.0f} req/s  "
+                          f"p99 {p99 if p99 is not None else float('nan'):.2f} ms  errors {err}",
+                          flush=True)
+    finally:
+        for name, (p, _) in servers.items():
+            p.send_signal(signal.SIGTERM)
+        for name, (p, _) in servers.items():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print("\n| load | server | req/s median (min..max) | p99 ms median | errors |")
+    print("|---|---|---|---|---|")
+    for load in loads:
+        for name in servers:
+            rs = res[(name, load)]
+            rps = [x[0] for x in rs]
+            p99 = [x[1] for x in rs if x[1] is not None]
+            print(f"| {load} | {name} | {statistics.median(rps):,.0f} ({min(rps):,.0f}..{max(rps):,.0f}) | "
+                  f"{statistics.median(p99) if p99 else float('nan'):.2f} | {sum(x[2] for x in rs)} |")
+    print("\n| load | smarm/nginx per round: median (min..max) | smarm/Go |")
+    print("|---|---|---|")
+    for load in loads:
+        row = [load]
+        for peer in ("nginx", "go"):
+            if peer in servers and "smarm" in servers:
+                ratios = [s[0] / p[0] for s, p in zip(res[("smarm", load)], res[(peer, load)])]
+                row.append(spread(ratios))
+            else:
+                row.append("n/a")
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,9 +6,11 @@ Loads (wrk, interleaved rounds: every server under one load, then the next):
   ka_t2_c256   keep-alive, -t2 -c256
   close_t2_c32 a new connection per request (Connection: close), -t2 -c32
 
+smarm runs twice: smarm1 with one scheduler (like-for-like with one nginx
+worker) and smarm with the default (one scheduler per hardware thread).
 Prints requests/s per server and load (median of the rounds, min..max), the
 ratios smarm/nginx and smarm/Go per round (median and spread) and p99
-latency. Servers listen on 127.0.0.1:18090-18092 and are stopped by PID.
+latency. Servers listen on 127.0.0.1:18090-18093 and are stopped by PID.
 
 Usage: python3 loadtest/http/compare_http.py BUILD_DIR [--rounds 3] [--duration 10]
 Needs: wrk, nginx (nginx-light), go (servers whose binary is missing are skipped).
@@ -49,6 +51,9 @@ def wait_port(port, timeout=10.0):
 def start_servers(build, tmp):
     servers = {}
     hello = os.path.join(build, "loadtest", "http", "smarm-hello")
+    # smarm1: one scheduler, like-for-like with one nginx worker; smarm:
+    # the default (a scheduler per hardware thread).
+    servers["smarm1"] = (subprocess.Popen([hello, "18093", "1"], stdout=subprocess.DEVNULL), 18093)
     servers["smarm"] = (subprocess.Popen([hello, "18090"], stdout=subprocess.DEVNULL), 18090)
     if shutil.which("nginx"):
         rundir = os.path.join(tmp, "nginx")
@@ -142,17 +147,18 @@ def main():
             p99 = [x[1] for x in rs if x[1] is not None]
             print(f"| {load} | {name} | {statistics.median(rps):,.0f} ({min(rps):,.0f}..{max(rps):,.0f}) | "
                   f"{statistics.median(p99) if p99 else float('nan'):.2f} | {sum(x[2] for x in rs)} |")
-    print("\n| load | smarm/nginx per round: median (min..max) | smarm/Go |")
-    print("|---|---|---|")
+    print("\n| load | server | /nginx per round: median (min..max) | /Go |")
+    print("|---|---|---|---|")
     for load in loads:
-        row = [load]
-        for peer in ("nginx", "go"):
-            if peer in servers and "smarm" in servers:
-                ratios = [s[0] / p[0] for s, p in zip(res[("smarm", load)], res[(peer, load)])]
-                row.append(spread(ratios))
-            else:
-                row.append("n/a")
-        print("| " + " | ".join(row) + " |")
+        for mine in ("smarm1", "smarm"):
+            row = [load, mine]
+            for peer in ("nginx", "go"):
+                if peer in servers and mine in servers:
+                    ratios = [s[0] / p[0] for s, p in zip(res[(mine, load)], res[(peer, load)])]
+                    row.append(spread(ratios))
+                else:
+                    row.append("n/a")
+            print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

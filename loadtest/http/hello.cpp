@@ -1,6 +1,6 @@
 // smarm-hello: the minimal plaintext server the HTTP benchmarks run
 // (loadtest/http/compare_http.py), beside nginx and Go net/http.
-// Usage: smarm-hello [port=18090] [schedulers=hardware threads]
+// Usage: smarm-hello [port=18090] [schedulers=hardware threads] [idle_spin_us=50]
 
 #include <smarm/http/server.hpp>
 #include <smarm/runtime.hpp>
@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     cfg.idle_timeout = std::chrono::seconds(65);
     smarm::runtime_config rc;
     if (argc > 2) rc.schedulers = static_cast<unsigned>(std::atoi(argv[2]));
+    if (argc > 3) rc.idle_spin = std::chrono::microseconds(std::atoi(argv[3]));
     smarm::runtime rt(rc);
     rt.run([&] {
         http::router r;

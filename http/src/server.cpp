@@ -27,6 +27,7 @@
 
 #include "connection.hpp"
 #include "stream.hpp"
+#include "tls.hpp"
 
 namespace smarm::http {
 
@@ -34,6 +35,7 @@ struct server::state {
     explicit state(server_config c, router r) : sh(std::move(c), std::move(r)) {}
 
     detail::shared sh;
+    std::unique_ptr<boost::asio::ssl::context> tls;  // set when cfg.tls is
     tcp_listener listener;
     socket_address bound;
     supervisor_ref sup;
@@ -110,6 +112,12 @@ void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, 
     } guard{*st, id, conn};
     detail::conn_ctx c{st->sh, id, conn.peer_address(), &idle};
     detail::actor_stream s(conn);
+    if (st->tls) {
+        detail::tls_stream ts(s, *st->tls);
+        if (!ts.handshake(std::chrono::steady_clock::now() + st->sh.cfg.header_timeout)) return;
+        detail::serve_connection(ts, c);
+        return;
+    }
     detail::serve_connection(s, c);
 }
 
@@ -171,8 +179,7 @@ server::~server() {
 
 void server::start() {
     if (st_->started) throw std::logic_error("smarm::http::server::start: already started");
-    if (st_->sh.cfg.tls)
-        throw std::runtime_error("smarm::http::server: TLS is not available in this build");
+    if (st_->sh.cfg.tls) st_->tls = detail::make_tls_context(*st_->sh.cfg.tls);
     listen_options lo;
     lo.backlog = st_->sh.cfg.backlog;
     st_->listener = tcp_listener::bind(st_->sh.cfg.host, st_->sh.cfg.port, lo);

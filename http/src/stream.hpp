@@ -15,6 +15,7 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/beast/core/error.hpp>
 
 #include <chrono>
@@ -32,6 +33,17 @@ using time_point = std::chrono::steady_clock::time_point;
 class actor_stream {
   public:
     explicit actor_stream(tcp_stream& s) : s_(s) {}
+
+    // What Asio's ssl::stream needs of its lowest layer. The executor is
+    // never run: every operation here is synchronous (it parks the actor).
+    using lowest_layer_type = actor_stream;
+    using executor_type = boost::asio::io_context::executor_type;
+    lowest_layer_type& lowest_layer() noexcept { return *this; }
+    const lowest_layer_type& lowest_layer() const noexcept { return *this; }
+    executor_type get_executor() noexcept {
+        static boost::asio::io_context unused;
+        return unused.get_executor();
+    }
 
     /// Reads and writes after `t` fail with beast::error::timeout.
     void set_deadline(std::optional<time_point> t) noexcept { deadline_ = t; }

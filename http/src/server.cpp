@@ -13,6 +13,7 @@
 #include <smarm/detail/spinlock.hpp>
 
 #include <spdlog/async.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -68,7 +69,7 @@ struct server::state {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> access_logger() {
+std::shared_ptr<spdlog::logger> stdout_access_logger() {
     static std::once_flag once;
     static std::shared_ptr<spdlog::logger> log;
     std::call_once(once, [] {
@@ -80,6 +81,21 @@ std::shared_ptr<spdlog::logger> access_logger() {
             spdlog::async_overflow_policy::overrun_oldest);
         log->set_pattern("[%Y-%m-%dT%H:%M:%S.%e] %v");
     });
+    return log;
+}
+
+std::shared_ptr<spdlog::logger> access_logger(const server_config& cfg) {
+    if (cfg.access_log_file.empty()) return stdout_access_logger();
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    try {
+        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(cfg.access_log_file);
+    } catch (const spdlog::spdlog_ex& e) {
+        throw std::runtime_error("smarm::http: cannot open the access log \"" +
+                                 cfg.access_log_file + "\": " + e.what());
+    }
+    auto log = std::make_shared<spdlog::logger>("access", std::move(sink));
+    log->set_pattern("[%Y-%m-%dT%H:%M:%S.%e] %v");
+    log->flush_on(spdlog::level::warn);
     return log;
 }
 
@@ -180,11 +196,11 @@ server::~server() {
 void server::start() {
     if (st_->started) throw std::logic_error("smarm::http::server::start: already started");
     if (st_->sh.cfg.tls) st_->tls = detail::make_tls_context(*st_->sh.cfg.tls);
+    if (st_->sh.cfg.access_log) st_->sh.access = access_logger(st_->sh.cfg);
     listen_options lo;
     lo.backlog = st_->sh.cfg.backlog;
     st_->listener = tcp_listener::bind(st_->sh.cfg.host, st_->sh.cfg.port, lo);
     st_->bound = st_->listener.local_address();
-    if (st_->sh.cfg.access_log) st_->sh.access = access_logger();
     supervisor_options so;
     so.max_children = st_->sh.cfg.max_connections;
     so.max_restarts = 0;
@@ -232,6 +248,7 @@ void server::wait() {
     auto ml = monitor(st_->listener_pid);
     (void)ml.rx.recv();
     st_->listener.close();
+    if (st_->sh.access) st_->sh.access->flush();
 }
 
 void server::stop_on_signals() {

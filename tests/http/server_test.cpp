@@ -516,3 +516,42 @@ TEST(HttpServer, StopWithZeroDrainEndsEveryConnectionAtOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(HttpServer, AccessLogLinesNameEveryField) {
+    const std::string path = ::testing::TempDir() + "smarm_access.log";
+    std::remove(path.c_str());
+    auto cfg = test_config();
+    cfg.access_log = true;
+    cfg.access_log_file = path;
+    with_server(cfg, test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        EXPECT_EQ(c.get("/hello/log")->status, 200u);
+        EXPECT_EQ(c.get("/nope")->status, 404u);
+    });
+    std::ifstream in(path);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(all.find("127.0.0.1:"), std::string::npos) << all;
+    EXPECT_NE(all.find("\"GET /hello/log\" 200 9 "), std::string::npos) << all;
+    EXPECT_NE(all.find("\"GET /nope\" 404 "), std::string::npos) << all;
+    EXPECT_NE(all.find("ms 1-1"), std::string::npos) << all;  // duration, request id
+    std::remove(path.c_str());
+}
+
+TEST(HttpServer, AccessLogFileThatCannotBeOpenedIsNamed) {
+    auto cfg = test_config();
+    cfg.access_log = true;
+    cfg.access_log_file = "/etc/hostname/access.log";
+    smarm_test::run([&] {
+        http::server srv(cfg, test_routes());
+        try {
+            srv.start();
+            ADD_FAILURE() << "start() accepted an access log it cannot open";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find("/etc/hostname/access.log"), std::string::npos);
+        }
+    });
+}
+
+}  // namespace

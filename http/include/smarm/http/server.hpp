@@ -72,7 +72,13 @@ struct server_config {
     std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
     std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
     std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
-    bool access_log = false;            ///< one spdlog line per request (logger "access")
+    /// One line per request: time, peer, method, target, status, body
+    /// bytes, duration, request id.
+    bool access_log = false;
+    /// Where access lines go: "" = stdout (asynchronous; under overload the
+    /// oldest lines are dropped rather than stall a scheduler), else this
+    /// file (appended; buffered, flushed when the buffer fills and by wait()).
+    std::string access_log_file;
     std::string server_name = "smarm";  ///< the Server header ("" to omit)
     std::optional<tls_config> tls;
     int backlog = 1024;

@@ -203,10 +203,12 @@ void serve_connection(Stream& s, conn_ctx& c) {
         request_access::set_id(req, c.id, seq);
         const bool head_only = req.method() == verb::head;
         // Kept for the log: a registry-routed handler moves the request away.
-        std::string method = req.method_string();
-        std::string target = req.target();
-        std::string rid;
-        if (c.sh.access) rid = req.id();
+        std::string method, target, rid;
+        if (c.sh.access) {
+            method = req.method_string();
+            target = req.target();
+            rid = req.id();
+        }
 
         response res;
         route_match m = c.sh.routes.match(req);

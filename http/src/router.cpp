@@ -3,6 +3,8 @@
 #include "request_access.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <stdexcept>
 
 namespace smarm::http {
@@ -103,6 +105,7 @@ router& router::add(verb method, std::string_view pattern, handler h) {
 route_match router::match(request& req) const {
     // The decoded path split into segments. Splitting the raw target first
     // and decoding each segment keeps an encoded '/' inside its segment.
+    // Without a '%' the segments are views into the target: no allocation.
     std::string_view target(req.target());
     auto q = target.find_first_of("?#");
     std::string_view raw_path = target.substr(0, q);
@@ -111,51 +114,75 @@ route_match router::match(request& req) const {
         out.status = status::bad_request;
         return out;
     }
-    auto raw = split_path(raw_path);
-    std::vector<std::string> segs(raw.size());
-    for (std::size_t i = 0; i < raw.size(); ++i)
-        if (!percent_decode(raw[i], segs[i])) {
-            out.status = status::bad_request;
-            return out;
+    constexpr std::size_t inline_segments = 16;
+    std::array<std::string_view, inline_segments> seg_inline;
+    std::vector<std::string_view> seg_heap;
+    std::vector<std::string> decoded;  // storage when something was escaped
+    std::size_t nseg = 0;
+    const bool escaped = raw_path.find('%') != std::string_view::npos;
+    for (std::size_t at = 1;;) {
+        auto slash = raw_path.find('/', at);
+        std::string_view raw =
+            raw_path.substr(at, slash == std::string_view::npos ? std::string_view::npos
+                                                                : slash - at);
+        std::string_view seg = raw;
+        if (escaped) {
+            decoded.emplace_back();
+            if (!percent_decode(raw, decoded.back())) {
+                out.status = status::bad_request;
+                return out;
+            }
         }
+        if (nseg < inline_segments && seg_heap.empty()) {
+            seg_inline[nseg] = seg;
+        } else {
+            if (seg_heap.empty()) seg_heap.assign(seg_inline.begin(), seg_inline.end());
+            seg_heap.push_back(seg);
+        }
+        ++nseg;
+        if (slash == std::string_view::npos) break;
+        at = slash + 1;
+    }
+    if (escaped) {  // point the views at the decoded strings (stable now)
+        for (std::size_t k = 0; k < nseg; ++k) {
+            if (seg_heap.empty())
+                seg_inline[k] = decoded[k];
+            else
+                seg_heap[k] = decoded[k];
+        }
+    }
+    auto seg = [&](std::size_t k) -> std::string_view {
+        return seg_heap.empty() ? seg_inline[k] : seg_heap[k];
+    };
 
-    // Score: per segment 2 literal, 1 param, 0 wildcard; lexicographic.
+    // Specificity: per segment 2 literal, 1 param, 0 wildcard, compared
+    // lexicographically; packed two bits a segment (the first 32 count).
+    auto digit = [](std::uint64_t& score, std::size_t k, std::uint64_t w) {
+        if (k < 32) score |= w << (2 * (31 - k));
+    };
     const entry* best = nullptr;
-    std::vector<int> best_score, score;
-    bool other_methods = false;
-    std::vector<verb> allowed;
+    std::uint64_t best_score = 0;
+    std::uint64_t allowed = 0;  // bit per verb routed for this path
     const verb m = req.method() == verb::head ? verb::get : req.method();
     for (auto& r : routes_) {
-        score.clear();
+        const bool has_wild = !r.segments.empty() && r.segments.back().kind == segment::wildcard;
+        const std::size_t fixed = r.segments.size() - (has_wild ? 1 : 0);
+        if (has_wild ? nseg < fixed : nseg != fixed) continue;
+        std::uint64_t score = 0;
         bool ok = true;
-        std::size_t i = 0;
-        for (; i < r.segments.size() && ok; ++i) {
-            auto& s = r.segments[i];
-            if (s.kind == segment::wildcard) {
-                score.push_back(0);
-                i = r.segments.size();
-                break;
-            }
-            if (i >= segs.size()) {
-                ok = false;
-                break;
-            }
-            if (s.kind == segment::literal) {
-                ok = segs[i] == s.text;
-                score.push_back(2);
+        for (std::size_t k = 0; k < fixed && ok; ++k) {
+            auto& sg = r.segments[k];
+            if (sg.kind == segment::literal) {
+                ok = seg(k) == sg.text;
+                digit(score, k, 2);
             } else {
-                ok = !segs[i].empty();
-                score.push_back(1);
+                ok = !seg(k).empty();
+                digit(score, k, 1);
             }
         }
-        bool has_wild = !r.segments.empty() && r.segments.back().kind == segment::wildcard;
-        if (!ok || (!has_wild && r.segments.size() != segs.size()) ||
-            (has_wild && segs.size() + 1 < r.segments.size()))
-            continue;
+        if (!ok) continue;
         if (r.method != m && !(req.method() == verb::head && r.method == verb::head)) {
-            other_methods = true;
-            if (std::find(allowed.begin(), allowed.end(), r.method) == allowed.end())
-                allowed.push_back(r.method);
+            allowed |= std::uint64_t{1} << (static_cast<unsigned>(r.method) & 63);
             continue;
         }
         if (!best || score > best_score) {
@@ -164,17 +191,18 @@ route_match router::match(request& req) const {
         }
     }
     if (!best) {
-        if (other_methods) {
+        if (allowed != 0) {
             out.status = status::method_not_allowed;
-            if (std::find(allowed.begin(), allowed.end(), verb::get) != allowed.end() &&
-                std::find(allowed.begin(), allowed.end(), verb::head) == allowed.end())
-                allowed.push_back(verb::head);
-            std::sort(allowed.begin(), allowed.end(), [](verb a, verb b) {
-                return std::string_view(method_name(a)) < std::string_view(method_name(b));
-            });
-            for (auto v : allowed) {
+            if (allowed & (std::uint64_t{1} << static_cast<unsigned>(verb::get)))
+                allowed |= std::uint64_t{1} << static_cast<unsigned>(verb::head);
+            std::vector<std::string_view> names;
+            for (unsigned v = 0; v < 64; ++v)
+                if (allowed & (std::uint64_t{1} << v))
+                    names.push_back(method_name(static_cast<verb>(v)));
+            std::sort(names.begin(), names.end());
+            for (auto n : names) {
                 if (!out.allow.empty()) out.allow += ", ";
-                out.allow += method_name(v);
+                out.allow += n;
             }
         }
         return out;
@@ -185,14 +213,14 @@ route_match router::match(request& req) const {
     params.clear();
     std::string& wild = request_access::wildcard(req);
     wild.clear();
-    for (std::size_t i = 0; i < best->segments.size(); ++i) {
-        auto& s = best->segments[i];
-        if (s.kind == segment::param) {
-            params.emplace_back(s.text, std::move(segs[i]));
-        } else if (s.kind == segment::wildcard) {
-            for (std::size_t k = i; k < segs.size(); ++k) {
-                if (k > i) wild += '/';
-                wild += segs[k];
+    for (std::size_t k = 0; k < best->segments.size(); ++k) {
+        auto& sg = best->segments[k];
+        if (sg.kind == segment::param) {
+            params.emplace_back(sg.text, std::string(seg(k)));
+        } else if (sg.kind == segment::wildcard) {
+            for (std::size_t w = k; w < nseg; ++w) {
+                if (w > k) wild += '/';
+                wild += seg(w);
             }
         }
     }

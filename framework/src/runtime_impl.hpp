@@ -111,6 +111,10 @@ struct scheduler {
     std::uint64_t slice_end = 0;    ///< tick at which the running slice expires
     std::uint32_t alloc_count = 0;  ///< allocations since the last alloc check
     bool spun = false;              ///< already spun since the last actor ran
+    /// This scheduler's current idle-spin length (ticks): halved after a spin
+    /// that found nothing, doubled (up to runtime_config::idle_spin) after
+    /// one that found work, so the spin is spent only where it pays.
+    std::uint64_t spin_budget = 0;
     std::uint64_t next_poll = 0;    ///< tick of the next busy-path netpoll
     static constexpr std::uint32_t obs_period = 8;
     std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read

@@ -131,6 +131,10 @@ class coordinator {
     void note_deadline(clock::time_point deadline) noexcept;
     /// Re-anchor to the heap minimum after pops/cancels (nullopt = empty).
     void refresh_deadline(std::optional<clock::time_point> next) noexcept;
+    /// True when some deadline is armed (one relaxed load).
+    bool has_deadline() const noexcept {
+        return next_deadline_.load(std::memory_order_relaxed) != no_deadline;
+    }
     /// Busy-path due-check: one relaxed load; the clock only when armed.
     bool deadline_due() const noexcept {
         std::uint64_t n = next_deadline_.load(std::memory_order_relaxed);

@@ -115,7 +115,8 @@ struct scheduler {
     /// that found nothing, doubled (up to runtime_config::idle_spin) after
     /// one that found work, so the spin is spent only where it pays.
     std::uint64_t spin_budget = 0;
-    std::uint64_t next_poll = 0;    ///< tick of the next busy-path netpoll
+    std::uint64_t next_poll = 0;       ///< tick of the next busy-path netpoll
+    std::uint64_t next_due_check = 0;  ///< tick of the next busy-path timer due-check
     static constexpr std::uint32_t obs_period = 8;
     std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read
     static constexpr std::uint32_t no_actor = 0xffff'ffffu;
@@ -214,10 +215,10 @@ class runtime_impl {
 
     runtime_config cfg_;
     std::uint64_t slice_ticks_ = 0;
-    std::uint64_t spin_ticks_ = 0;  // immutable: runtime_config::idle_spin in ticks
-    std::uint64_t poll_ticks_ = 0;
-    std::uint64_t busy_poll_ticks_ = 0;  // immutable: busy-path netpoll period (20 us)  //
-                                         // immutable: epoll poll period while spinning (2 us)
+    std::uint64_t spin_ticks_ = 0;       // immutable: runtime_config::idle_spin in ticks
+    std::uint64_t poll_ticks_ = 0;       // immutable: epoll poll period while spinning (2 us)
+    std::uint64_t busy_poll_ticks_ = 0;  // immutable: busy-path netpoll period (20 us)
+    std::uint64_t due_check_ticks_ = 0;  // immutable: busy-path timer due-check period (1 us)
     slot_table slots_;
     run_queue queue_;
     coordinator coord_;

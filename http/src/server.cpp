@@ -296,6 +296,10 @@ server_stats server::stats() const noexcept {
             s.errors.load()};
 }
 
+bool server::draining() const noexcept {
+    return st_->stopping.load(std::memory_order_relaxed);
+}
+
 const server_config& server::config() const noexcept {
     return st_->sh.cfg;
 }

@@ -117,6 +117,8 @@ class server {
     void stop_on_signals();
 
     server_stats stats() const noexcept;
+    /// True from the first stop() on (readiness probes answer 503 then).
+    bool draining() const noexcept;
     const server_config& config() const noexcept;
 
     struct state;  // shared with the listener and the connection actors

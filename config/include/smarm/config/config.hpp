@@ -1,0 +1,103 @@
+#pragma once
+// smarm::config — the server's settings: one YAML file, every key
+// overridable by an environment variable and by a command-line flag.
+//
+//     auto s = smarm::config::load(argc, argv);   // throws config_error
+//
+// Precedence, lowest first: built-in defaults, the YAML file (--config FILE,
+// default config/smarm.yaml when it exists), environment variables
+// SMARM_<SECTION>_<KEY> (upper case: SMARM_HTTP_PORT), flags
+// --<section>.<key>=VALUE (--http.port=9090).
+//
+// Values: integers, booleans (true/false/yes/no/on/off/1/0), strings,
+// durations ("250ms", "10s", "2m", "1h"; a bare number is seconds) and sizes
+// ("512", "8KiB", "1MiB", "1GiB"; a bare number is bytes). Every problem is a
+// config_error whose one-line message names the key, the bad value and what
+// is allowed; unknown keys in the file are errors (typos do not pass
+// silently). The documented default file is config/smarm.yaml; keys() lists
+// every key with its default and doc line.
+//
+// Thread safety: load() and to_yaml() are plain functions over values.
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace smarm::config {
+
+/// A bad file, key or value; what() is one line naming it.
+class config_error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct http_settings {
+    std::string host = "0.0.0.0";
+    std::uint16_t port = 8080;
+    std::uint64_t max_connections = 10'000;
+    std::uint64_t header_limit = 8 * 1024;
+    std::uint64_t body_limit = 1024 * 1024;
+    std::chrono::nanoseconds header_timeout = std::chrono::seconds(10);
+    std::chrono::nanoseconds body_timeout = std::chrono::seconds(30);
+    std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
+    std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
+    std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
+    bool access_log = false;
+    std::string access_log_file;
+    std::string tls_certificate;  ///< both set: TLS on
+    std::string tls_private_key;
+};
+
+struct runtime_settings {
+    std::uint64_t schedulers = 0;  ///< 0 = one per hardware thread
+    std::uint64_t max_actors = std::uint64_t{1} << 20;
+};
+
+struct log_settings {
+    std::string level = "info";  ///< trace, debug, info, warn, error, off
+};
+
+/// Every setting of smarm-server.
+struct settings {
+    http_settings http;
+    runtime_settings runtime;
+    log_settings log;
+    std::string source;  ///< the YAML file read ("" when none)
+};
+
+/// One documented key.
+struct key_info {
+    std::string name;           ///< "http.port"
+    std::string env;            ///< "SMARM_HTTP_PORT"
+    std::string default_value;  ///< as written in YAML
+    std::string doc;
+};
+
+/// What the command line asked for besides settings.
+struct command {
+    settings values;
+    bool print_config = false;  ///< --print-config
+    bool check_config = false;  ///< --check-config
+};
+
+/// Loads defaults, file, environment and flags (see the header comment).
+/// `env` is consulted through getenv. Throws config_error.
+command load(int argc, const char* const* argv);
+/// Same, from a YAML text (tests; "" = no file) and explicit environment
+/// pairs, without flags.
+settings load_from(const std::string& yaml_text,
+                   const std::vector<std::pair<std::string, std::string>>& env = {});
+
+/// The effective settings as YAML (loadable again).
+std::string to_yaml(const settings& s);
+/// Every key, in file order.
+const std::vector<key_info>& keys();
+
+/// "250ms" / "10s" / "2m" / "1h" / "3" (seconds); throws std::invalid_argument.
+std::chrono::nanoseconds parse_duration(const std::string& text);
+/// "512" / "8KiB" / "1MiB" / "1GiB" (also KB/MB/GB as powers of 1000).
+std::uint64_t parse_size(const std::string& text);
+
+}  // namespace smarm::config

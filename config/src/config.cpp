@@ -1,0 +1,385 @@
+#include <smarm/config/config.hpp>
+
+#include <yaml-cpp/yaml.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace smarm::config {
+
+namespace {
+
+using setter = std::function<void(settings&, const std::string&)>;
+using getter = std::function<std::string(const settings&)>;
+
+struct key_def {
+    std::string name, doc, allowed;
+    setter set;  // throws std::invalid_argument on a bad value
+    getter get;
+};
+
+std::string trim(std::string s) {
+    auto sp = [](unsigned char c) { return std::isspace(c) != 0; };
+    s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), sp));
+    s.erase(std::find_if_not(s.rbegin(), s.rend(), sp).base(), s.end());
+    return s;
+}
+
+std::uint64_t parse_u64(const std::string& t) {
+    std::uint64_t v = 0;
+    auto s = trim(t);
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
+        throw std::invalid_argument("not a whole number");
+    return v;
+}
+
+std::string format_duration(std::chrono::nanoseconds d) {
+    const std::int64_t n = d.count();
+    struct unit {
+        std::int64_t ns;
+        const char* suffix;
+    };
+    for (unit u : {unit{3'600'000'000'000, "h"}, unit{60'000'000'000, "m"},
+                   unit{1'000'000'000, "s"}, unit{1'000'000, "ms"}, unit{1'000, "us"}})
+        if (n != 0 && n % u.ns == 0) return std::to_string(n / u.ns) + u.suffix;
+    return std::to_string(n) + "ns";
+}
+
+std::string format_size(std::uint64_t v) {
+    if (v != 0 && v % (1ull << 30) == 0) return std::to_string(v >> 30) + "GiB";
+    if (v != 0 && v % (1ull << 20) == 0) return std::to_string(v >> 20) + "MiB";
+    if (v != 0 && v % (1ull << 10) == 0) return std::to_string(v >> 10) + "KiB";
+    return std::to_string(v);
+}
+
+std::string quote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+key_def u64_key(std::string name, std::string doc, std::uint64_t lo, std::uint64_t hi,
+                std::function<std::uint64_t&(settings&)> at) {
+    std::string allowed = "a whole number in " + std::to_string(lo) + ".." + std::to_string(hi);
+    return {std::move(name), std::move(doc), allowed,
+            [=](settings& s, const std::string& v) {
+                auto n = parse_u64(v);
+                if (n < lo || n > hi) throw std::invalid_argument("out of range");
+                at(s) = n;
+            },
+            [=](const settings& s) { return std::to_string(at(const_cast<settings&>(s))); }};
+}
+
+key_def port_key(std::string name, std::string doc, std::function<std::uint16_t&(settings&)> at) {
+    return {std::move(name), std::move(doc), "a TCP port in 0..65535 (0 picks a free one)",
+            [=](settings& s, const std::string& v) {
+                auto n = parse_u64(v);
+                if (n > 65535) throw std::invalid_argument("out of range");
+                at(s) = static_cast<std::uint16_t>(n);
+            },
+            [=](const settings& s) { return std::to_string(at(const_cast<settings&>(s))); }};
+}
+
+key_def size_key(std::string name, std::string doc, std::uint64_t lo, std::uint64_t hi,
+                 std::function<std::uint64_t&(settings&)> at) {
+    std::string allowed =
+        "a size in " + format_size(lo) + ".." + format_size(hi) + " (bytes, or with KiB/MiB/GiB)";
+    return {std::move(name), std::move(doc), allowed,
+            [=](settings& s, const std::string& v) {
+                auto n = parse_size(v);
+                if (n < lo || n > hi) throw std::invalid_argument("out of range");
+                at(s) = n;
+            },
+            [=](const settings& s) { return format_size(at(const_cast<settings&>(s))); }};
+}
+
+key_def duration_key(std::string name, std::string doc, std::chrono::nanoseconds lo,
+                     std::chrono::nanoseconds hi,
+                     std::function<std::chrono::nanoseconds&(settings&)> at) {
+    std::string allowed = "a duration in " + format_duration(lo) + ".." + format_duration(hi) +
+                          " (like 250ms, 10s, 2m)";
+    return {std::move(name), std::move(doc), allowed,
+            [=](settings& s, const std::string& v) {
+                auto d = parse_duration(v);
+                if (d < lo || d > hi) throw std::invalid_argument("out of range");
+                at(s) = d;
+            },
+            [=](const settings& s) { return format_duration(at(const_cast<settings&>(s))); }};
+}
+
+key_def bool_key(std::string name, std::string doc, std::function<bool&(settings&)> at) {
+    return {std::move(name), std::move(doc), "true or false",
+            [=](settings& s, const std::string& v) {
+                std::string t = trim(v);
+                std::transform(t.begin(), t.end(), t.begin(),
+                               [](unsigned char c) { return std::tolower(c); });
+                if (t == "true" || t == "yes" || t == "on" || t == "1")
+                    at(s) = true;
+                else if (t == "false" || t == "no" || t == "off" || t == "0")
+                    at(s) = false;
+                else
+                    throw std::invalid_argument("not a boolean");
+            },
+            [=](const settings& s) { return at(const_cast<settings&>(s)) ? "true" : "false"; }};
+}
+
+key_def string_key(std::string name, std::string doc, std::vector<std::string> choices,
+                   std::function<std::string&(settings&)> at) {
+    std::string allowed = "any text";
+    if (!choices.empty()) {
+        allowed = "one of";
+        for (auto& c : choices)
+            allowed += " " + c;
+    }
+    return {
+        std::move(name), std::move(doc), allowed,
+        [=](settings& s, const std::string& v) {
+            if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
+                throw std::invalid_argument("not a choice");
+            at(s) = v;
+        },
+        [=](const settings& s) { return quote(at(const_cast<settings&>(s))); }};
+}
+
+const std::vector<key_def>& table() {
+    using namespace std::chrono_literals;
+    static const std::vector<key_def> t = {
+        string_key("http.host", "address to listen on (0.0.0.0, ::, 127.0.0.1, ...)", {},
+                   [](settings& s) -> std::string& { return s.http.host; }),
+        port_key("http.port", "port to listen on",
+                 [](settings& s) -> std::uint16_t& { return s.http.port; }),
+        u64_key("http.max_connections",
+                "open connections at most; past it a connection gets 503 and is closed", 1,
+                10'000'000, [](settings& s) -> std::uint64_t& { return s.http.max_connections; }),
+        size_key("http.header_limit", "request line + headers at most (else 431)", 512, 1ull << 20,
+                 [](settings& s) -> std::uint64_t& { return s.http.header_limit; }),
+        size_key("http.body_limit", "request body at most, after de-chunking (else 413)", 0,
+                 1ull << 34, [](settings& s) -> std::uint64_t& { return s.http.body_limit; }),
+        duration_key(
+            "http.header_timeout", "headers must arrive within this (else 408)", 1ms, 1h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.http.header_timeout; }),
+        duration_key("http.body_timeout", "a body must arrive within this (else 408)", 1ms, 24h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.http.body_timeout; }),
+        duration_key("http.idle_timeout", "an idle keep-alive connection is closed after this", 1ms,
+                     24h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.http.idle_timeout; }),
+        duration_key("http.write_timeout", "a response must be written within this (else close)",
+                     1ms, 24h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.http.write_timeout; }),
+        duration_key("http.drain_timeout", "graceful stop: in-flight requests get this long", 0ns,
+                     1h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.http.drain_timeout; }),
+        bool_key("http.access_log", "one line per request",
+                 [](settings& s) -> bool& { return s.http.access_log; }),
+        string_key("http.access_log_file", "access log file (\"\" = stdout)", {},
+                   [](settings& s) -> std::string& { return s.http.access_log_file; }),
+        string_key("http.tls_certificate", "PEM certificate chain; with tls_private_key: TLS on",
+                   {}, [](settings& s) -> std::string& { return s.http.tls_certificate; }),
+        string_key("http.tls_private_key", "PEM private key of tls_certificate", {},
+                   [](settings& s) -> std::string& { return s.http.tls_private_key; }),
+        u64_key("runtime.schedulers", "scheduler threads (0 = one per hardware thread)", 0, 64,
+                [](settings& s) -> std::uint64_t& { return s.runtime.schedulers; }),
+        u64_key("runtime.max_actors", "live actors at most", 1024, std::uint64_t{1} << 24,
+                [](settings& s) -> std::uint64_t& { return s.runtime.max_actors; }),
+        string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
+                   [](settings& s) -> std::string& { return s.log.level; }),
+    };
+    return t;
+}
+
+std::string env_name(const std::string& key) {
+    std::string e = "SMARM_";
+    for (char c : key)
+        e += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return e;
+}
+
+const key_def* find_key(const std::string& name) {
+    for (auto& k : table())
+        if (k.name == name) return &k;
+    return nullptr;
+}
+
+void apply(settings& s, const key_def& k, const std::string& value, const std::string& from) {
+    try {
+        k.set(s, value);
+    } catch (const std::invalid_argument&) {
+        throw config_error("config: " + k.name + ": \"" + value + "\" (from " + from +
+                           ") is not allowed: expected " + k.allowed);
+    }
+}
+
+void apply_yaml(settings& s, const std::string& text, const std::string& from) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        throw config_error("config: " + from + " is not valid YAML: " + e.what());
+    }
+    if (!root || root.IsNull()) return;
+    if (!root.IsMap()) throw config_error("config: " + from + ": the top level must be a map");
+    for (auto sec : root) {
+        const std::string section = sec.first.as<std::string>();
+        if (!sec.second.IsMap())
+            throw config_error("config: " + from + ": section \"" + section + "\" must be a map");
+        for (auto kv : sec.second) {
+            const std::string name = section + "." + kv.first.as<std::string>();
+            const key_def* k = find_key(name);
+            if (!k) throw config_error("config: unknown key " + name + " in " + from);
+            if (!kv.second.IsScalar())
+                throw config_error("config: " + name + " in " + from + " must be a single value");
+            apply(s, *k, kv.second.as<std::string>(), from);
+        }
+    }
+}
+
+void check(const settings& s) {
+    if (s.http.tls_certificate.empty() != s.http.tls_private_key.empty())
+        throw config_error(
+            "config: http.tls_certificate and http.tls_private_key must be set together");
+}
+
+}  // namespace
+
+std::chrono::nanoseconds parse_duration(const std::string& text) {
+    std::string t = trim(text);
+    std::size_t i = 0;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])))
+        ++i;
+    if (i == 0) throw std::invalid_argument("not a duration");
+    std::uint64_t n = parse_u64(t.substr(0, i));
+    std::string unit = trim(t.substr(i));
+    std::uint64_t mult;
+    if (unit.empty() || unit == "s")
+        mult = 1'000'000'000;
+    else if (unit == "ms")
+        mult = 1'000'000;
+    else if (unit == "us")
+        mult = 1'000;
+    else if (unit == "ns")
+        mult = 1;
+    else if (unit == "m")
+        mult = 60'000'000'000;
+    else if (unit == "h")
+        mult = 3'600'000'000'000;
+    else
+        throw std::invalid_argument("unknown unit");
+    if (n > static_cast<std::uint64_t>(INT64_MAX) / mult) throw std::invalid_argument("too long");
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(n * mult));
+}
+
+std::uint64_t parse_size(const std::string& text) {
+    std::string t = trim(text);
+    std::size_t i = 0;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])))
+        ++i;
+    if (i == 0) throw std::invalid_argument("not a size");
+    std::uint64_t n = parse_u64(t.substr(0, i));
+    std::string unit = trim(t.substr(i));
+    std::uint64_t mult;
+    if (unit.empty() || unit == "B")
+        mult = 1;
+    else if (unit == "KiB")
+        mult = 1ull << 10;
+    else if (unit == "MiB")
+        mult = 1ull << 20;
+    else if (unit == "GiB")
+        mult = 1ull << 30;
+    else if (unit == "KB")
+        mult = 1000;
+    else if (unit == "MB")
+        mult = 1000 * 1000;
+    else if (unit == "GB")
+        mult = 1000 * 1000 * 1000;
+    else
+        throw std::invalid_argument("unknown unit");
+    if (n > UINT64_MAX / mult) throw std::invalid_argument("too large");
+    return n * mult;
+}
+
+const std::vector<key_info>& keys() {
+    static const std::vector<key_info> k = [] {
+        std::vector<key_info> out;
+        settings d;
+        for (auto& t : table())
+            out.push_back({t.name, env_name(t.name), t.get(d), t.doc});
+        return out;
+    }();
+    return k;
+}
+
+settings load_from(const std::string& yaml_text,
+                   const std::vector<std::pair<std::string, std::string>>& env) {
+    settings s;
+    apply_yaml(s, yaml_text, "the YAML text");
+    for (auto& [name, value] : env) {
+        for (auto& k : table())
+            if (env_name(k.name) == name) apply(s, k, value, name);
+    }
+    check(s);
+    return s;
+}
+
+command load(int argc, const char* const* argv) {
+    CLI::App app{"smarm-server: an HTTP server on the smarm actor runtime"};
+    std::string file;
+    command out;
+    app.add_option("--config", file, "YAML config file (default: config/smarm.yaml if present)");
+    app.add_flag("--print-config", out.print_config, "print the effective config and exit");
+    app.add_flag("--check-config", out.check_config, "validate the config and exit");
+    std::map<std::string, std::string> flags;
+    for (auto& k : table())
+        app.add_option("--" + k.name, flags[k.name], k.doc + " [" + env_name(k.name) + "]");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        throw config_error(app.help());
+    } catch (const CLI::ParseError& e) {
+        throw config_error("config: command line: " + std::string(e.what()));
+    }
+
+    settings& s = out.values;
+    if (file.empty() && std::ifstream("config/smarm.yaml").good()) file = "config/smarm.yaml";
+    if (!file.empty()) {
+        std::ifstream in(file);
+        if (!in) throw config_error("config: cannot read the config file " + file);
+        std::stringstream text;
+        text << in.rdbuf();
+        apply_yaml(s, text.str(), file);
+        s.source = file;
+    }
+    for (auto& k : table())
+        if (const char* v = std::getenv(env_name(k.name).c_str())) apply(s, k, v, env_name(k.name));
+    for (auto& k : table())
+        if (app.count("--" + k.name) != 0) apply(s, k, flags[k.name], "--" + k.name);
+    check(s);
+    return out;
+}
+
+std::string to_yaml(const settings& s) {
+    std::string out, section;
+    for (auto& k : table()) {
+        auto dot = k.name.find('.');
+        std::string sec = k.name.substr(0, dot);
+        if (sec != section) {
+            if (!section.empty()) out += "\n";
+            out += sec + ":\n";
+            section = sec;
+        }
+        out += "  " + k.name.substr(dot + 1) + ": " + k.get(s) + "\n";
+    }
+    return out;
+}
+
+}  // namespace smarm::config

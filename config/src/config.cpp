@@ -192,6 +192,11 @@ const std::vector<key_def>& table() {
                 [](settings& s) -> std::uint64_t& { return s.runtime.schedulers; }),
         u64_key("runtime.max_actors", "live actors at most", 1024, std::uint64_t{1} << 24,
                 [](settings& s) -> std::uint64_t& { return s.runtime.max_actors; }),
+        size_key("kv.value_limit", "bytes per stored value (else 413)", 0, 1ull << 30,
+                 [](settings& s) -> std::uint64_t& { return s.kv.value_limit; }),
+        duration_key("kv.call_timeout", "a kv request waits this long for the service (else 504)",
+                     1ms, 1h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.kv.call_timeout; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

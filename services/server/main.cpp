@@ -4,11 +4,15 @@
 // SIGTERM/SIGINT (a second signal forces).
 //
 // Routes: GET /plaintext, GET /json, GET /healthz (liveness: 200 while the
-// process serves), GET /readyz (200 once started, 503 while draining).
+// process serves), GET /readyz (200 once started, 503 while draining), and
+// the kv service under /kv (services/kv/kv.hpp).
 
 #include <smarm/config/config.hpp>
 #include <smarm/http/server.hpp>
 #include <smarm/runtime.hpp>
+#include <smarm/supervisor.hpp>
+
+#include "kv/kv.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -41,8 +45,10 @@ http::server_config http_config(const config::settings& s) {
     return c;
 }
 
-http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self) {
+http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self,
+                    const smarm::services::kv_options& kv) {
     http::router r;
+    smarm::services::add_kv_routes(r, kv);
     r.get("/plaintext", [](http::request&) {
         return http::response(http::status::ok, "Hello, World!", "text/plain");
     });
@@ -88,12 +94,17 @@ int main(int argc, char** argv) {
     try {
         smarm::runtime rt(rc);
         rt.run([&] {
+            smarm::services::kv_options kv{s.kv.value_limit, s.kv.call_timeout};
+            // The services, supervised: a crashed kv restarts (its routes
+            // answer 503 meanwhile).
+            auto services = smarm::start_supervisor({}, {smarm::services::kv_child(kv)});
             auto self = std::make_shared<std::atomic<http::server*>>(nullptr);
-            http::server srv(http_config(s), routes(self));
+            http::server srv(http_config(s), routes(self, kv));
             try {
                 srv.start();
             } catch (const std::exception& e) {
                 spdlog::critical("smarm-server: {}", e.what());
+                smarm::request_stop(services.id);
                 rc_exit = 1;
                 return;
             }
@@ -103,6 +114,7 @@ int main(int argc, char** argv) {
                          s.source.empty() ? "" : " (config " + s.source + ")");
             srv.wait();
             self->store(nullptr);
+            smarm::request_stop(services.id);
             spdlog::info("smarm-server stopped");
         });
     } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# smarm-server end to end: start on a free port, answer /readyz and
-# /plaintext over a raw socket (bash /dev/tcp), stop on SIGTERM with exit
+# smarm-server end to end: start on a free port, answer /readyz,
+# /plaintext and the kv routes over a raw socket (bash /dev/tcp), stop on SIGTERM with exit
 # status 0 within the drain deadline.
 set -euo pipefail
 server="$1"
@@ -27,6 +27,12 @@ get() {  # get PATH -> prints the status line
 [ "$(get /readyz)" = "HTTP/1.1 200 OK" ] || { echo "readyz not 200"; exit 1; }
 [ "$(get /plaintext)" = "HTTP/1.1 200 OK" ] || { echo "plaintext not 200"; exit 1; }
 [ "$(get /missing)" = "HTTP/1.1 404 Not Found" ] || { echo "missing not 404"; exit 1; }
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'PUT /kv/greeting HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello' >&3
+put_status="$(head -1 <&3 | tr -d '\r')"
+exec 3<&-
+[ "$put_status" = "HTTP/1.1 201 Created" ] || { echo "kv PUT: $put_status"; exit 1; }
+[ "$(get /kv/greeting)" = "HTTP/1.1 200 OK" ] || { echo "kv GET not 200"; exit 1; }
 
 kill -TERM "$pid"
 for _ in $(seq 1 150); do

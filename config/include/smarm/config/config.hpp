@@ -55,6 +55,11 @@ struct runtime_settings {
     std::uint64_t max_actors = std::uint64_t{1} << 20;
 };
 
+struct kv_settings {
+    std::uint64_t value_limit = 1024 * 1024;  ///< bytes per value (else 413)
+    std::chrono::nanoseconds call_timeout = std::chrono::seconds(2);  ///< else 504
+};
+
 struct log_settings {
     std::string level = "info";  ///< trace, debug, info, warn, error, off
 };
@@ -63,6 +68,7 @@ struct log_settings {
 struct settings {
     http_settings http;
     runtime_settings runtime;
+    kv_settings kv;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)
 };

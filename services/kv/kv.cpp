@@ -1,0 +1,134 @@
+#include "kv.hpp"
+
+#include <charconv>
+
+namespace smarm::services {
+
+namespace {
+
+std::string json_string(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (c < 0x20) {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "\\u%04x", c);
+                    out += b;
+                } else {
+                    out += static_cast<char>(c);
+                }
+        }
+    }
+    return out + "\"";
+}
+
+/// The value of `name` in a query string (not decoded: keys are
+/// percent-decoded by the caller), or nullopt.
+std::optional<std::string> query_param(std::string_view q, std::string_view name) {
+    while (!q.empty()) {
+        auto amp = q.find('&');
+        auto part = q.substr(0, amp);
+        auto eq = part.find('=');
+        if (part.substr(0, eq) == name) {
+            std::string out;
+            if (!http::percent_decode(eq == std::string_view::npos ? "" : part.substr(eq + 1), out))
+                return std::nullopt;
+            return out;
+        }
+        if (amp == std::string_view::npos) break;
+        q.remove_prefix(amp + 1);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+http::response kv_server::handle_call(http::request req) {
+    if (req.route() == "/kv") return list(req);
+    std::string key(req.param("key").value_or(""));
+    switch (req.method()) {
+        case http::verb::get:
+        case http::verb::head: {
+            auto it = data_.find(key);
+            if (it == data_.end()) return http::response(http::status::not_found, "no such key\n");
+            return http::response(http::status::ok, it->second, "application/octet-stream");
+        }
+        case http::verb::put: {
+            if (req.body().size() > opts_.value_limit)
+                return http::response(
+                    http::status::payload_too_large,
+                    "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
+            auto [it, fresh] = data_.insert_or_assign(std::move(key), std::move(req.body()));
+            (void)it;
+            return http::response(fresh ? http::status::created : http::status::no_content);
+        }
+        case http::verb::delete_:
+            if (data_.erase(key) == 0)
+                return http::response(http::status::not_found, "no such key\n");
+            return http::response(http::status::no_content);
+        default:
+            return http::response(http::status::method_not_allowed, "method not allowed\n");
+    }
+}
+
+http::response kv_server::list(const http::request& req) const {
+    std::size_t limit = 100;
+    if (auto l = query_param(req.query(), "limit")) {
+        std::size_t v = 0;
+        auto r = std::from_chars(l->data(), l->data() + l->size(), v);
+        if (r.ec != std::errc() || r.ptr != l->data() + l->size() || v == 0 || v > 1000)
+            return http::response(http::status::bad_request, "limit must be 1..1000\n");
+        limit = v;
+    }
+    auto it = data_.begin();
+    if (auto after = query_param(req.query(), "after")) it = data_.upper_bound(*after);
+    std::string body = "{\"keys\":[";
+    std::size_t n = 0;
+    std::string last;
+    for (; it != data_.end() && n < limit; ++it, ++n) {
+        if (n) body += ',';
+        body += json_string(it->first);
+        last = it->first;
+    }
+    body += ']';
+    if (it != data_.end()) body += ",\"next\":" + json_string(last);
+    body += "}\n";
+    return http::response(http::status::ok, std::move(body), "application/json");
+}
+
+child_spec kv_child(kv_options o) {
+    return {"kv",
+            [o] {
+                auto [tx, rx] = channel<kv_server::envelope>();
+                if (!register_name(kv_name, tx))
+                    throw std::runtime_error("kv: the name \"kv\" is held by a live actor");
+                kv_server s(o);
+                s.serve(std::move(rx));
+            },
+            restart_policy::permanent};
+}
+
+void add_kv_routes(http::router& r, const kv_options& o) {
+    r.route<kv_server>(http::verb::get, "/kv", kv_name, o.call_timeout);
+    r.route<kv_server>(http::verb::get, "/kv/{key}", kv_name, o.call_timeout);
+    r.route<kv_server>(http::verb::put, "/kv/{key}", kv_name, o.call_timeout);
+    r.route<kv_server>(http::verb::delete_, "/kv/{key}", kv_name, o.call_timeout);
+}
+
+}  // namespace smarm::services

@@ -197,6 +197,13 @@ const std::vector<key_def>& table() {
         duration_key("kv.call_timeout", "a kv request waits this long for the service (else 504)",
                      1ms, 1h,
                      [](settings& s) -> std::chrono::nanoseconds& { return s.kv.call_timeout; }),
+        string_key("kv.log_path", "append-only log of the kv service (\"\" = memory only)", {},
+                   [](settings& s) -> std::string& { return s.kv.log_path; }),
+        string_key("kv.sync",
+                   "always: fdatasync each write before acknowledging it; none: write only",
+                   {"always", "none"}, [](settings& s) -> std::string& { return s.kv.sync; }),
+        size_key("kv.compact_bytes", "compact the kv log once it is larger than this", 4096,
+                 1ull << 40, [](settings& s) -> std::uint64_t& { return s.kv.compact_bytes; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

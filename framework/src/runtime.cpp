@@ -716,7 +716,11 @@ void runtime_impl::fire_due_timers(scheduler& s, bool try_only) {
                 std::fprintf(stderr, "smarm: a timer callback threw a non-std exception\n");
             }
         } else {
-            unpark_at(f.target, f.epoch, &s);
+            // Several due at once (a late wake, or equal deadlines): FIFO
+            // through the shared queue, so they run in deadline order. The
+            // wake slot is LIFO: each placement would displace the previous
+            // one, and the last timer would run first.
+            unpark_at(f.target, f.epoch, s.fired.size() == 1 ? &s : nullptr);
         }
     }
     s.fired.clear();

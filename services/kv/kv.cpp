@@ -1,6 +1,11 @@
 #include "kv.hpp"
 
+#include <smarm/io.hpp>
+
+#include <spdlog/spdlog.h>
+
 #include <charconv>
+#include <system_error>
 
 namespace smarm::services {
 
@@ -59,6 +64,13 @@ std::optional<std::string> query_param(std::string_view q, std::string_view name
 
 }  // namespace
 
+kv_server::kv_server(kv_options o) : opts_(std::move(o)) {
+    if (opts_.log_path.empty()) return;
+    log_ = smarm::block_on_io([this] {
+        return std::make_unique<kv_log>(opts_.log_path, opts_.sync, opts_.compact_bytes, data_);
+    });
+}
+
 http::response kv_server::handle_call(http::request req) {
     if (req.route() == "/kv") return list(req);
     std::string key(req.param("key").value_or(""));
@@ -74,16 +86,44 @@ http::response kv_server::handle_call(http::request req) {
                 return http::response(
                     http::status::payload_too_large,
                     "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
+            if (log_ && !logged([&] { log_->put(key, req.body()); }))
+                return http::response(http::status::service_unavailable, "storage failed\n");
             auto [it, fresh] = data_.insert_or_assign(std::move(key), std::move(req.body()));
             (void)it;
+            compact();
             return http::response(fresh ? http::status::created : http::status::no_content);
         }
-        case http::verb::delete_:
-            if (data_.erase(key) == 0)
-                return http::response(http::status::not_found, "no such key\n");
+        case http::verb::delete_: {
+            auto it = data_.find(key);
+            if (it == data_.end()) return http::response(http::status::not_found, "no such key\n");
+            if (log_ && !logged([&] { log_->erase(key); }))
+                return http::response(http::status::service_unavailable, "storage failed\n");
+            data_.erase(it);
+            compact();
             return http::response(http::status::no_content);
+        }
         default:
             return http::response(http::status::method_not_allowed, "method not allowed\n");
+    }
+}
+
+template <class F>
+bool kv_server::logged(F&& write) {
+    try {
+        smarm::block_on_io([&] { write(); });
+        return true;
+    } catch (const std::system_error& e) {
+        spdlog::error("kv: {}", e.what());
+        return false;
+    }
+}
+
+void kv_server::compact() {
+    if (!log_ || log_->size() < opts_.compact_bytes) return;
+    try {
+        smarm::block_on_io([this] { log_->maybe_compact(data_); });
+    } catch (const std::system_error& e) {
+        spdlog::error("kv: compaction failed (the log stays as it was): {}", e.what());
     }
 }
 

@@ -12,15 +12,23 @@
 //
 // Run it as a supervised child (kv_child) so a crash restarts it; while it
 // is down, its routes answer 503 (the router's registry-routed handling).
+//
+// Durability (kv_options::log_path): a write is appended to the log (and
+// fdatasync'd with sync_mode::always) on the blocking pool before it is
+// applied and acknowledged; a write the log refuses is answered 503 and
+// not applied. Restarts replay the log (kv/log.hpp).
 
 #include <smarm/gen_server.hpp>
 #include <smarm/http/message.hpp>
 #include <smarm/http/router.hpp>
 #include <smarm/supervisor.hpp>
 
+#include "kv/log.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace smarm::services {
@@ -28,18 +36,27 @@ namespace smarm::services {
 struct kv_options {
     std::uint64_t value_limit = 1024 * 1024;  ///< bytes per value (else 413)
     std::chrono::nanoseconds call_timeout = std::chrono::seconds(2);  ///< per request
+    std::string log_path;                    ///< append-only log ("" = in memory only)
+    sync_mode sync = sync_mode::always;      ///< what an acknowledged write survives
+    std::uint64_t compact_bytes = 64 << 20;  ///< compact a log larger than this
 };
 
 class kv_server : public gen_server<http::request, http::response> {
   public:
-    explicit kv_server(kv_options o) : opts_(o) {}
+    /// Opens and replays the log when one is configured (on the blocking
+    /// pool; call from the server's actor). Throws std::system_error.
+    explicit kv_server(kv_options o);
     http::response handle_call(http::request req) override;
     std::size_t size() const noexcept { return data_.size(); }
 
   private:
     http::response list(const http::request& req) const;
+    template <class F>
+    bool logged(F&& write);  ///< runs a log write on the pool; false (logged) on failure
+    void compact();
     kv_options opts_;
     std::map<std::string, std::string, std::less<>> data_;
+    std::unique_ptr<kv_log> log_;
 };
 
 /// The name the kv server registers its inbox under.

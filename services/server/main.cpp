@@ -94,7 +94,13 @@ int main(int argc, char** argv) {
     try {
         smarm::runtime rt(rc);
         rt.run([&] {
-            smarm::services::kv_options kv{s.kv.value_limit, s.kv.call_timeout};
+            smarm::services::kv_options kv;
+            kv.value_limit = s.kv.value_limit;
+            kv.call_timeout = s.kv.call_timeout;
+            kv.log_path = s.kv.log_path;
+            kv.sync = s.kv.sync == "none" ? smarm::services::sync_mode::none
+                                          : smarm::services::sync_mode::always;
+            kv.compact_bytes = s.kv.compact_bytes;
             // The services, supervised: a crashed kv restarts (its routes
             // answer 503 meanwhile).
             auto services = smarm::start_supervisor({}, {smarm::services::kv_child(kv)});

@@ -64,6 +64,29 @@ TEST(Timer, ManySleepersWakeInOrder) {
         1);
 }
 
+// Timers that come due together (here: the only scheduler is held by a busy
+// root past all their deadlines) wake their actors in deadline order. Found
+// under TSan load: the wake slot is LIFO, so the last timer of a batch ran
+// first.
+TEST(Timer, TimersDueTogetherWakeInDeadlineOrder) {
+    smarm_test::run(
+        [] {
+            auto [tx, rx] = smarm::channel<int>();
+            for (int i = 0; i < 5; ++i)
+                smarm::spawn([tx = tx, i] {
+                    smarm::sleep(std::chrono::milliseconds(1 + i));
+                    (void)tx.send(i);
+                }).detach();
+            // Hold the scheduler (no observation point) until all are due.
+            const auto until = steady::now() + 30ms;
+            while (steady::now() < until) {
+            }
+            for (int i = 0; i < 5; ++i)
+                EXPECT_EQ(*rx.recv(), i);
+        },
+        1);
+}
+
 TEST(Timer, PendingTimersDoNotKeepTheRuntimeAlive) {
     auto t0 = steady::now();
     smarm_test::run([] {

@@ -6,8 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
 #include "http_support.hpp"
 #include "kv/kv.hpp"
+#include "kv/log.hpp"
 
 using namespace http_test;
 namespace services = smarm::services;
@@ -15,7 +19,11 @@ namespace services = smarm::services;
 namespace {
 
 struct kv_fixture {
-    services::kv_options opts{64, std::chrono::seconds(2)};
+    services::kv_options opts = [] {
+        services::kv_options o;
+        o.value_limit = 64;
+        return o;
+    }();
     http::router routes() const {
         http::router r;
         services::add_kv_routes(r, opts);
@@ -105,6 +113,127 @@ TEST(KvService, StoppedKvIsRestartedAnd503Meanwhile) {
         EXPECT_GT(smarm::supervisor_totals().restarts, before);
         smarm::request_stop(sup.id);
     });
+}
+
+}  // namespace
+
+namespace {
+
+using kv_map = std::map<std::string, std::string, std::less<>>;
+
+std::string temp_log(const char* name) {
+    std::string p = ::testing::TempDir() + name;
+    std::remove(p.c_str());
+    std::remove((p + ".compact").c_str());
+    return p;
+}
+
+TEST(KvLog, ReplaysPutsAndDeletes) {
+    auto path = temp_log("kv_replay.log");
+    {
+        kv_map m;
+        services::kv_log log(path, services::sync_mode::always, 1 << 20, m);
+        log.put("a", "1");
+        log.put("b", std::string(1000, 'b'));
+        log.put("a", "2");
+        log.erase("b");
+        log.put("", "empty key");
+    }
+    kv_map m;
+    services::kv_log log(path, services::sync_mode::none, 1 << 20, m);
+    EXPECT_EQ(m, (kv_map{{"", "empty key"}, {"a", "2"}}));
+    EXPECT_EQ(log.truncated(), 0u);
+    std::remove(path.c_str());
+}
+
+TEST(KvLog, TornTailIsCutOffNeverMisread) {
+    auto path = temp_log("kv_torn.log");
+    std::uint64_t good = 0;
+    {
+        kv_map m;
+        services::kv_log log(path, services::sync_mode::none, 1 << 20, m);
+        log.put("k1", "v1");
+        log.put("k2", "v2");
+        good = log.size();
+        log.put("k3", "a value that will be torn");
+    }
+    // Tear the last record: keep its header and half its body.
+    std::string all;
+    {
+        std::ifstream in(path, std::ios::binary);
+        all.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const std::size_t torn = good + (all.size() - good) / 2;
+    { std::ofstream(path, std::ios::binary | std::ios::trunc) << all.substr(0, torn); }
+    kv_map m;
+    {
+        services::kv_log log(path, services::sync_mode::none, 1 << 20, m);
+        EXPECT_EQ(m, (kv_map{{"k1", "v1"}, {"k2", "v2"}}));
+        EXPECT_EQ(log.truncated(), torn - good);
+        EXPECT_EQ(log.size(), good);
+        log.put("k4", "v4");  // appended on the record boundary
+    }
+    // A flipped byte inside a record: its checksum fails, the rest is dropped.
+    {
+        std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(static_cast<std::streamoff>(good - 3));
+        f.put('X');
+    }
+    m.clear();
+    services::kv_log again(path, services::sync_mode::none, 1 << 20, m);
+    EXPECT_EQ(m, (kv_map{{"k1", "v1"}}));
+    std::remove(path.c_str());
+}
+
+TEST(KvLog, CompactionKeepsTheLiveDataAndShrinksTheFile) {
+    auto path = temp_log("kv_compact.log");
+    kv_map live;
+    {
+        kv_map m;
+        services::kv_log log(path, services::sync_mode::none, 4096, m);
+        for (int i = 0; i < 200; ++i) {
+            std::string k = "key" + std::to_string(i % 10);
+            std::string v(100, static_cast<char>('a' + i % 26));
+            log.put(k, v);
+            live[k] = v;
+        }
+        const auto before = log.size();
+        log.maybe_compact(live);
+        EXPECT_LT(log.size(), before / 5);
+        log.put("after", "compaction");
+        live["after"] = "compaction";
+    }
+    kv_map m;
+    services::kv_log log(path, services::sync_mode::none, 4096, m);
+    EXPECT_EQ(m, live);
+    std::remove(path.c_str());
+}
+
+TEST(KvService, DurableKvSurvivesARestartOfItsActor) {
+    kv_fixture f;
+    f.opts.log_path = temp_log("kv_service.log");
+    with_server({}, f.routes(), [&](http::server&, std::uint16_t port) {
+        auto sup = smarm::start_supervisor({}, {services::kv_child(f.opts)});
+        wait_for_kv();
+        client c(port);
+        c.send("PUT /kv/keep HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\ndata");
+        ASSERT_EQ(c.read()->status, 201u);
+        auto old = *smarm::whereis(services::kv_name);
+        auto m = smarm::monitor(old);
+        smarm::request_stop(old);
+        (void)m.rx.recv();
+        auto t0 = smarm_test::steady::now();
+        std::optional<reply> r;
+        do {
+            r = c.get("/kv/keep");
+            if (r->status != 503u) break;
+            smarm::sleep(1ms);
+        } while (smarm_test::since(t0) < 10s);
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_EQ(r->body, "data");
+        smarm::request_stop(sup.id);
+    });
+    std::remove(f.opts.log_path.c_str());
 }
 
 }  // namespace

@@ -204,6 +204,14 @@ const std::vector<key_def>& table() {
                    {"always", "none"}, [](settings& s) -> std::string& { return s.kv.sync; }),
         size_key("kv.compact_bytes", "compact the kv log once it is larger than this", 4096,
                  1ull << 40, [](settings& s) -> std::uint64_t& { return s.kv.compact_bytes; }),
+        u64_key("workers.count", "actors in the workers pool (POST /work/sha256)", 1, 1024,
+                [](settings& s) -> std::uint64_t& { return s.workers.count; }),
+        u64_key("workers.queue_limit",
+                "waiting requests per worker; past it on every worker: 503 + Retry-After", 0,
+                1'000'000, [](settings& s) -> std::uint64_t& { return s.workers.queue_limit; }),
+        duration_key(
+            "workers.call_timeout", "a work request waits this long for its answer (else 504)", 1ms,
+            1h, [](settings& s) -> std::chrono::nanoseconds& { return s.workers.call_timeout; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

@@ -5,7 +5,8 @@
 //
 // Routes: GET /plaintext, GET /json, GET /healthz (liveness: 200 while the
 // process serves), GET /readyz (200 once started, 503 while draining), and
-// the kv service under /kv (services/kv/kv.hpp).
+// the kv service under /kv (services/kv/kv.hpp) and POST /work/sha256
+// (services/workers/workers.hpp).
 
 #include <smarm/config/config.hpp>
 #include <smarm/http/server.hpp>
@@ -13,6 +14,7 @@
 #include <smarm/supervisor.hpp>
 
 #include "kv/kv.hpp"
+#include "workers/workers.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -46,9 +48,11 @@ http::server_config http_config(const config::settings& s) {
 }
 
 http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self,
-                    const smarm::services::kv_options& kv) {
+                    const smarm::services::kv_options& kv,
+                    const smarm::services::workers_options& workers) {
     http::router r;
     smarm::services::add_kv_routes(r, kv);
+    smarm::services::add_worker_routes(r, workers);
     r.get("/plaintext", [](http::request&) {
         return http::response(http::status::ok, "Hello, World!", "text/plain");
     });
@@ -103,9 +107,13 @@ int main(int argc, char** argv) {
             kv.compact_bytes = s.kv.compact_bytes;
             // The services, supervised: a crashed kv restarts (its routes
             // answer 503 meanwhile).
-            auto services = smarm::start_supervisor({}, {smarm::services::kv_child(kv)});
+            smarm::services::workers_options workers{s.workers.count, s.workers.queue_limit,
+                                                     s.workers.call_timeout};
+            auto children = smarm::services::worker_children(workers);
+            children.insert(children.begin(), smarm::services::kv_child(kv));
+            auto services = smarm::start_supervisor({}, std::move(children));
             auto self = std::make_shared<std::atomic<http::server*>>(nullptr);
-            http::server srv(http_config(s), routes(self, kv));
+            http::server srv(http_config(s), routes(self, kv, workers));
             try {
                 srv.start();
             } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # smarm-server end to end: start on a free port, answer /readyz,
-# /plaintext and the kv routes over a raw socket (bash /dev/tcp), stop on SIGTERM with exit
+# /plaintext, the kv routes and the workers pool over a raw socket (bash /dev/tcp), stop on SIGTERM with exit
 # status 0 within the drain deadline.
 set -euo pipefail
 server="$1"
@@ -33,6 +33,12 @@ put_status="$(head -1 <&3 | tr -d '\r')"
 exec 3<&-
 [ "$put_status" = "HTTP/1.1 201 Created" ] || { echo "kv PUT: $put_status"; exit 1; }
 [ "$(get /kv/greeting)" = "HTTP/1.1 200 OK" ] || { echo "kv GET not 200"; exit 1; }
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'POST /work/sha256 HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc' >&3
+digest="$(tr -d '\r' <&3 | tail -1)"
+exec 3<&-
+[ "$digest" = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" ] ||
+  { echo "sha256: $digest"; exit 1; }
 
 kill -TERM "$pid"
 for _ in $(seq 1 150); do

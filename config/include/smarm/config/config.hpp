@@ -63,6 +63,12 @@ struct kv_settings {
     std::uint64_t compact_bytes = 64ull << 20;  ///< compact a log past this size
 };
 
+struct workers_settings {
+    std::uint64_t count = 2;         ///< actors in the "workers" pool
+    std::uint64_t queue_limit = 16;  ///< waiting requests per worker before 503
+    std::chrono::nanoseconds call_timeout = std::chrono::seconds(10);  ///< else 504
+};
+
 struct log_settings {
     std::string level = "info";  ///< trace, debug, info, warn, error, off
 };
@@ -72,6 +78,7 @@ struct settings {
     http_settings http;
     runtime_settings runtime;
     kv_settings kv;
+    workers_settings workers;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)
 };

@@ -13,6 +13,7 @@
 #include <smarm/runtime.hpp>
 #include <smarm/supervisor.hpp>
 
+#include "debug/debug.hpp"
 #include "kv/kv.hpp"
 #include "workers/workers.hpp"
 
@@ -53,6 +54,7 @@ http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self,
     http::router r;
     smarm::services::add_kv_routes(r, kv);
     smarm::services::add_worker_routes(r, workers);
+    smarm::services::add_debug_routes(r);
     r.get("/plaintext", [](http::request&) {
         return http::response(http::status::ok, "Hello, World!", "text/plain");
     });

@@ -1,0 +1,101 @@
+#include "debug.hpp"
+
+#include <cstdio>
+
+namespace smarm::services {
+
+namespace {
+
+void json_string(std::string& out, std::string_view s) {
+    out += '"';
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            out += b;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    out += '"';
+}
+
+void field(std::string& out, const char* name, std::uint64_t v, bool comma = true) {
+    if (comma) out += ',';
+    out += '"';
+    out += name;
+    out += "\":";
+    out += std::to_string(v);
+}
+
+}  // namespace
+
+std::string actors_json(const introspect::snapshot& s) {
+    std::string out = "{\"version\":" + std::to_string(s.version) + ",\"actors\":[";
+    bool first = true;
+    for (auto& a : s.actors) {
+        if (!first) out += ',';
+        first = false;
+        out += "{\"pid\":";
+        json_string(out, a.id.to_string());
+        out += ",\"parent\":";
+        if (a.parent.valid())
+            json_string(out, a.parent.to_string());
+        else
+            out += "null";
+        out += ",\"state\":";
+        json_string(out, a.state);
+        out += ",\"names\":[";
+        for (std::size_t i = 0; i < a.names.size(); ++i) {
+            if (i) out += ',';
+            json_string(out, a.names[i]);
+        }
+        out += "],\"mailbox_depth\":";
+        out += a.mailbox_depth ? std::to_string(*a.mailbox_depth) : "null";
+        field(out, "monitors", a.monitors);
+        field(out, "links", a.links);
+        field(out, "joiners", a.joiners);
+        field(out, "overruns", a.overruns);
+        field(out, "messages_received", a.messages_received);
+        out += ",\"trap_exit\":";
+        out += a.trap_exit ? "true" : "false";
+        out += ",\"stop_requested\":";
+        out += a.stop_requested ? "true" : "false";
+        out += '}';
+    }
+    out += "],\"stats\":{";
+    field(out, "spawns", s.stats.spawns, false);
+    field(out, "live_actors", s.stats.live_actors);
+    field(out, "timers_pending", s.stats.timers_pending);
+    field(out, "run_queue_len", s.stats.run_queue_len);
+    out += ",\"schedulers\":[";
+    for (std::size_t i = 0; i < s.stats.schedulers.size(); ++i) {
+        auto& k = s.stats.schedulers[i];
+        if (i) out += ',';
+        out += '{';
+        field(out, "pops", k.pops, false);
+        field(out, "parks", k.parks);
+        field(out, "wakes", k.wakes);
+        field(out, "yields", k.yields);
+        field(out, "overruns", k.overruns);
+        field(out, "timer_fires", k.timer_fires);
+        out += '}';
+    }
+    out += "]}}\n";
+    return out;
+}
+
+void add_debug_routes(http::router& r) {
+    r.get("/debug/actors", [](http::request&) {
+        return http::response(http::status::ok, actors_json(introspect::take_snapshot()),
+                              "application/json");
+    });
+    r.get("/debug/tree", [](http::request&) {
+        return http::response(http::status::ok, introspect::render_tree(introspect::tree()));
+    });
+}
+
+}  // namespace smarm::services

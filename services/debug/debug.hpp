@@ -1,0 +1,21 @@
+#pragma once
+// Debug endpoints over the runtime's introspection:
+//   GET /debug/actors  every live actor and the runtime counters, as JSON
+//                      (format version in "version"; fields are only added)
+//   GET /debug/tree    the parentage forest, indented text
+// They expose internals: mount them on an admin listener or loopback only.
+
+#include <smarm/http/router.hpp>
+#include <smarm/introspect.hpp>
+
+#include <string>
+
+namespace smarm::services {
+
+/// The JSON document /debug/actors serves.
+std::string actors_json(const introspect::snapshot& s);
+
+/// Adds GET /debug/actors and GET /debug/tree to `r`.
+void add_debug_routes(http::router& r);
+
+}  // namespace smarm::services

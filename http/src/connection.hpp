@@ -203,8 +203,8 @@ void serve_connection(Stream& s, conn_ctx& c) {
         request_access::set_id(req, c.id, seq);
         const bool head_only = req.method() == verb::head;
         // Kept for the log: a registry-routed handler moves the request away.
-        std::string method, target, rid;
-        if (c.sh.access) {
+        std::string method, target, rid, route;
+        if (c.sh.access || cfg.on_request) {
             method = req.method_string();
             target = req.target();
             rid = req.id();
@@ -212,6 +212,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
 
         response res;
         route_match m = c.sh.routes.match(req);
+        if (cfg.on_request && m.target) route = req.route();
         if (m.target) {
             try {
                 res = (*m.target)(req);
@@ -261,6 +262,9 @@ void serve_connection(Stream& s, conn_ctx& c) {
             log_access(c, method, target, static_cast<unsigned>(res.status()), bytes,
                        clock::now() - t0, rid);
         }
+        if (cfg.on_request)
+            cfg.on_request(request_record{route, method, static_cast<unsigned>(res.status()), bytes,
+                                          clock::now() - t0});
         if (!keep_alive) {
             flush();
             return;

@@ -6,10 +6,12 @@
 // Routes: GET /plaintext, GET /json, GET /healthz (liveness: 200 while the
 // process serves), GET /readyz (200 once started, 503 while draining), and
 // the kv service under /kv (services/kv/kv.hpp) and POST /work/sha256
-// (services/workers/workers.hpp).
+// (services/workers/workers.hpp), GET /metrics (metrics/), GET /debug/actors
+// and /debug/tree (services/debug/).
 
 #include <smarm/config/config.hpp>
 #include <smarm/http/server.hpp>
+#include <smarm/metrics/metrics.hpp>
 #include <smarm/runtime.hpp>
 #include <smarm/supervisor.hpp>
 
@@ -115,7 +117,13 @@ int main(int argc, char** argv) {
             children.insert(children.begin(), smarm::services::kv_child(kv));
             auto services = smarm::start_supervisor({}, std::move(children));
             auto self = std::make_shared<std::atomic<http::server*>>(nullptr);
-            http::server srv(http_config(s), routes(self, kv, workers));
+            smarm::metrics::exporter metrics;
+            auto hc = http_config(s);
+            hc.on_request = metrics.request_observer();
+            auto r = routes(self, kv, workers);
+            metrics.add_route(r);
+            http::server srv(hc, std::move(r));
+            metrics.attach(srv);
             try {
                 srv.start();
             } catch (const std::exception& e) {
@@ -129,6 +137,7 @@ int main(int argc, char** argv) {
             spdlog::info("smarm-server listening on {}{}", srv.local_address().to_string(),
                          s.source.empty() ? "" : " (config " + s.source + ")");
             srv.wait();
+            metrics.detach();
             self->store(nullptr);
             smarm::request_stop(services.id);
             spdlog::info("smarm-server stopped");

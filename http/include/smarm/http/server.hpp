@@ -48,9 +48,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace smarm::http {
 
@@ -58,6 +60,15 @@ namespace smarm::http {
 struct tls_config {
     std::string certificate_file;  ///< the certificate chain (PEM)
     std::string private_key_file;  ///< its key (PEM)
+};
+
+/// What the server reports about each answered request (for metrics).
+struct request_record {
+    std::string_view route;   ///< the matched pattern ("/kv/{key}"), "" when none matched
+    std::string_view method;  ///< "GET", ...
+    unsigned status = 0;
+    std::uint64_t body_bytes = 0;
+    std::chrono::nanoseconds duration{};  ///< first byte of the request to the response written
 };
 
 /// Server settings; every limit has a safe default.
@@ -79,6 +90,9 @@ struct server_config {
     /// oldest lines are dropped rather than stall a scheduler), else this
     /// file (appended; buffered, flushed when the buffer fills and by wait()).
     std::string access_log_file;
+    /// Called in the connection actor after each response (keep it cheap and
+    /// thread-safe: connection actors run on every scheduler). Empty: off.
+    std::function<void(const request_record&)> on_request;
     std::string server_name = "smarm";  ///< the Server header ("" to omit)
     std::optional<tls_config> tls;
     int backlog = 1024;

@@ -1,0 +1,58 @@
+#pragma once
+// smarm::metrics — Prometheus metrics for a smarm server (prometheus-cpp
+// core: registry, families, text serializer; served by our own HTTP server).
+//
+//     smarm::metrics::exporter m;
+//     cfg.on_request = m.request_observer();   // HTTP request families
+//     m.attach(server);                         // connection families
+//     m.add_route(router);                      // GET /metrics
+//
+// Families (HELP on each; units in the names; label values bounded: the
+// route *pattern*, never the raw path; unmatched requests are route=""):
+//   smarm_http_requests_total{route,method,status}
+//   smarm_http_request_duration_seconds{route} (histogram)
+//   smarm_http_connections_active, _accepted_total, _rejected_total
+//   smarm_actors{state}, smarm_actor_spawns_total, smarm_scheduler_parks_total,
+//   smarm_scheduler_wakes_total, smarm_run_queue_length,
+//   smarm_timeslice_overruns_total, smarm_timers_pending,
+//   smarm_mailbox_depth{name} (named actors), smarm_supervisor_restarts_total,
+//   smarm_supervisor_give_ups_total, smarm_progress_total{name},
+//   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
+// Runtime and process families are read at scrape time (introspection and
+// stats), so they cost nothing between scrapes.
+//
+// Thread safety: the observer and the route may run on any actor at once.
+
+#include <smarm/http/router.hpp>
+#include <smarm/http/server.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace smarm::metrics {
+
+class exporter {
+  public:
+    exporter();
+    ~exporter();
+    exporter(const exporter&) = delete;
+    exporter& operator=(const exporter&) = delete;
+
+    /// For http::server_config::on_request.
+    std::function<void(const http::request_record&)> request_observer();
+    /// Reports `srv`'s connection counters until detach() (call it before
+    /// the server is destroyed).
+    void attach(const http::server& srv);
+    void detach() noexcept;
+    /// Adds GET /metrics (text exposition format 0.0.4).
+    void add_route(http::router& r, std::string path = "/metrics");
+    /// The current exposition text.
+    std::string scrape() const;
+
+  private:
+    struct impl;
+    std::shared_ptr<impl> p_;
+};
+
+}  // namespace smarm::metrics

@@ -1,0 +1,268 @@
+#include <smarm/metrics/metrics.hpp>
+
+#include <smarm/introspect.hpp>
+#include <smarm/progress.hpp>
+#include <smarm/supervisor.hpp>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace smarm::metrics {
+
+namespace {
+
+prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType t) {
+    prometheus::MetricFamily f;
+    f.name = std::move(name);
+    f.help = std::move(help);
+    f.type = t;
+    return f;
+}
+
+void sample(prometheus::MetricFamily& f, double v, prometheus::ClientMetric::Label label = {}) {
+    prometheus::ClientMetric m;
+    if (!label.name.empty()) m.label.push_back(std::move(label));
+    if (f.type == prometheus::MetricType::Counter)
+        m.counter.value = v;
+    else
+        m.gauge.value = v;
+    f.metric.push_back(std::move(m));
+}
+
+/// Process figures from /proc/self.
+struct process_figures {
+    double rss_bytes = 0, cpu_seconds = 0, open_fds = 0;
+};
+
+process_figures read_process() {
+    process_figures p;
+    {
+        std::ifstream statm("/proc/self/statm");
+        long pages = 0, resident = 0;
+        if (statm >> pages >> resident)
+            p.rss_bytes =
+                static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    }
+    {
+        std::ifstream stat("/proc/self/stat");
+        std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        auto close = all.rfind(')');
+        if (close != std::string::npos) {
+            std::istringstream rest(all.substr(close + 2));
+            std::string field;
+            double utime = 0, stime = 0;
+            for (int i = 0; i < 13 && rest >> field; ++i) {
+                if (i == 11) utime = std::stod(field);
+                if (i == 12) stime = std::stod(field);
+            }
+            p.cpu_seconds = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+        }
+    }
+    if (DIR* d = opendir("/proc/self/fd")) {
+        int n = 0;
+        while (readdir(d) != nullptr)
+            ++n;
+        closedir(d);
+        p.open_fds = n - 3;  // ".", ".." and the directory's own descriptor
+    }
+    return p;
+}
+
+/// Reads the runtime, the process and the attached server at scrape time.
+class scrape_time_collector : public prometheus::Collectable {
+  public:
+    std::atomic<const http::server*> server{nullptr};
+
+    std::vector<prometheus::MetricFamily> Collect() const override {
+        using prometheus::MetricType;
+        std::vector<prometheus::MetricFamily> out;
+        auto snap = introspect::take_snapshot();
+
+        auto actors = family("smarm_actors", "Live actors by state.", MetricType::Gauge);
+        std::map<std::string, double> by_state{
+            {"queued", 0}, {"running", 0}, {"running_notified", 0}, {"parked", 0}, {"done", 0}};
+        for (auto& a : snap.actors)
+            by_state[a.state] += 1;
+        for (auto& [state, n] : by_state)
+            sample(actors, n, {"state", state});
+        out.push_back(std::move(actors));
+
+        auto mailbox = family("smarm_mailbox_depth",
+                              "Messages waiting in the registered inbox of each named actor.",
+                              MetricType::Gauge);
+        for (auto& a : snap.actors)
+            if (a.mailbox_depth)
+                for (auto& n : a.names)
+                    sample(mailbox, static_cast<double>(*a.mailbox_depth), {"name", n});
+        out.push_back(std::move(mailbox));
+
+        std::uint64_t parks = 0, wakes = 0, overruns = 0;
+        for (auto& s : snap.stats.schedulers) {
+            parks += s.parks;
+            wakes += s.wakes;
+            overruns += s.overruns;
+        }
+        auto counter = [&](const char* name, const char* help, double v) {
+            auto f = family(name, help, MetricType::Counter);
+            sample(f, v);
+            out.push_back(std::move(f));
+        };
+        auto gauge = [&](const char* name, const char* help, double v) {
+            auto f = family(name, help, MetricType::Gauge);
+            sample(f, v);
+            out.push_back(std::move(f));
+        };
+        counter("smarm_actor_spawns_total", "Actors spawned.",
+                static_cast<double>(snap.stats.spawns));
+        counter("smarm_scheduler_parks_total", "Times a scheduler thread parked idle.",
+                static_cast<double>(parks));
+        counter("smarm_scheduler_wakes_total", "Times a scheduler thread returned from a park.",
+                static_cast<double>(wakes));
+        counter("smarm_timeslice_overruns_total", "Actors that ran past twice their timeslice.",
+                static_cast<double>(overruns));
+        gauge("smarm_run_queue_length", "Actors waiting in the shared run queue.",
+              static_cast<double>(snap.stats.run_queue_len));
+        gauge("smarm_timers_pending", "Timers armed and not yet fired.",
+              static_cast<double>(snap.stats.timers_pending));
+        auto sup = supervisor_totals();
+        counter("smarm_supervisor_restarts_total", "Children restarted by supervisors.",
+                static_cast<double>(sup.restarts));
+        counter("smarm_supervisor_give_ups_total",
+                "Supervisors that exceeded their restart intensity.",
+                static_cast<double>(sup.give_ups));
+        auto progress =
+            family("smarm_progress_total", "Progress point hits, by point.", MetricType::Counter);
+        for (auto& [name, n] : progress_point::snapshot())
+            sample(progress, static_cast<double>(n), {"name", name});
+        out.push_back(std::move(progress));
+
+        auto proc = read_process();
+        gauge("process_resident_memory_bytes", "Resident memory size in bytes.", proc.rss_bytes);
+        counter("process_cpu_seconds_total", "User and system CPU time spent in seconds.",
+                proc.cpu_seconds);
+        gauge("process_open_fds", "Open file descriptors.", proc.open_fds);
+
+        if (const http::server* srv = server.load()) {
+            auto st = srv->stats();
+            gauge("smarm_http_connections_active", "HTTP connections open now.",
+                  static_cast<double>(st.active));
+            counter("smarm_http_connections_accepted_total", "HTTP connections accepted.",
+                    static_cast<double>(st.accepted));
+            counter("smarm_http_connections_rejected_total",
+                    "HTTP connections refused past max_connections.",
+                    static_cast<double>(st.rejected));
+        }
+        return out;
+    }
+};
+
+}  // namespace
+
+struct exporter::impl {
+    std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<scrape_time_collector> runtime = std::make_shared<scrape_time_collector>();
+    prometheus::Family<prometheus::Counter>* requests = nullptr;
+    prometheus::Family<prometheus::Histogram>* durations = nullptr;
+
+    // Per-label-set metric handles, so a request does one map lookup under
+    // a short lock instead of the family's own label hashing.
+    std::mutex mu;
+    std::map<std::string, prometheus::Counter*, std::less<>> counters;      // guarded by mu
+    std::map<std::string, prometheus::Histogram*, std::less<>> histograms;  // guarded by mu
+
+    /// Every family: the registry's and the scrape-time ones.
+    std::string scrape() const {
+        auto families = registry->Collect();
+        auto more = runtime->Collect();
+        families.insert(families.end(), std::make_move_iterator(more.begin()),
+                        std::make_move_iterator(more.end()));
+        std::ostringstream out;
+        prometheus::TextSerializer().Serialize(out, families);
+        return out.str();
+    }
+
+    void observe(const http::request_record& r) {
+        std::string status = std::to_string(r.status);
+        std::string key;
+        key.reserve(r.route.size() + r.method.size() + 8);
+        key.append(r.route).append(1, '\0').append(r.method).append(1, '\0').append(status);
+        prometheus::Counter* c;
+        prometheus::Histogram* h;
+        {
+            std::lock_guard g(mu);
+            auto it = counters.find(key);
+            if (it == counters.end())
+                it = counters
+                         .emplace(key, &requests->Add({{"route", std::string(r.route)},
+                                                       {"method", std::string(r.method)},
+                                                       {"status", status}}))
+                         .first;
+            c = it->second;
+            auto hit = histograms.find(r.route);
+            if (hit == histograms.end())
+                hit = histograms
+                          .emplace(std::string(r.route),
+                                   &durations->Add(
+                                       {{"route", std::string(r.route)}},
+                                       prometheus::Histogram::BucketBoundaries{
+                                           0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                           0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}))
+                          .first;
+            h = hit->second;
+        }
+        c->Increment();
+        h->Observe(std::chrono::duration<double>(r.duration).count());
+    }
+};
+
+exporter::exporter() : p_(std::make_shared<impl>()) {
+    p_->requests = &prometheus::BuildCounter()
+                        .Name("smarm_http_requests_total")
+                        .Help("HTTP requests answered, by route pattern, method and status.")
+                        .Register(*p_->registry);
+    p_->durations = &prometheus::BuildHistogram()
+                         .Name("smarm_http_request_duration_seconds")
+                         .Help("HTTP request duration, first request byte to response written.")
+                         .Register(*p_->registry);
+}
+
+exporter::~exporter() = default;
+
+std::function<void(const http::request_record&)> exporter::request_observer() {
+    auto p = p_;
+    return [p](const http::request_record& r) { p->observe(r); };
+}
+
+void exporter::attach(const http::server& srv) {
+    p_->runtime->server.store(&srv);
+}
+
+void exporter::detach() noexcept {
+    p_->runtime->server.store(nullptr);
+}
+
+std::string exporter::scrape() const {
+    return p_->scrape();
+}
+
+void exporter::add_route(http::router& r, std::string path) {
+    auto p = p_;
+    r.get(path, [p](http::request&) {
+        return http::response(http::status::ok, p->scrape(), "text/plain; version=0.0.4");
+    });
+}
+
+}  // namespace smarm::metrics

@@ -1,0 +1,135 @@
+// /metrics: a strict parse of the exposition, and counters that move.
+
+#include <smarm/metrics/metrics.hpp>
+#include <smarm/supervisor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "http_support.hpp"
+
+using namespace http_test;
+
+namespace {
+
+/// A strict reader of the Prometheus text format (0.0.4): every sample
+/// belongs to a family announced by HELP and TYPE before it, names and
+/// labels are well formed, values parse. Returns sample line -> value.
+std::map<std::string, double> parse_strict(const std::string& text) {
+    static const std::regex name_re("[a-zA-Z_:][a-zA-Z0-9_:]*");
+    static const std::regex sample_re(
+        R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? ([^ ]+))");
+    std::map<std::string, std::string> types;  // family -> type
+    std::set<std::string> helped;
+    std::map<std::string, double> samples;
+    std::istringstream in(text);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        ++n;
+        if (line.empty()) continue;
+        if (line.rfind("# HELP ", 0) == 0) {
+            auto name = line.substr(7, line.find(' ', 7) - 7);
+            EXPECT_TRUE(std::regex_match(name, name_re)) << "line " << n << ": " << line;
+            EXPECT_TRUE(helped.insert(name).second) << "duplicate HELP: " << line;
+            EXPECT_GT(line.size(), 8 + name.size()) << "empty HELP: " << line;
+            continue;
+        }
+        if (line.rfind("# TYPE ", 0) == 0) {
+            std::istringstream t(line.substr(7));
+            std::string name, type;
+            t >> name >> type;
+            EXPECT_TRUE(std::regex_match(name, name_re)) << line;
+            EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram" ||
+                        type == "summary" || type == "untyped")
+                << line;
+            EXPECT_TRUE(types.emplace(name, type).second) << "duplicate TYPE: " << line;
+            EXPECT_TRUE(helped.count(name)) << "TYPE before HELP: " << line;
+            if (type == "counter") {
+                EXPECT_TRUE(name.size() > 6 && name.ends_with("_total")) << line;
+            }
+            continue;
+        }
+        EXPECT_NE(line[0], '#') << "unknown comment: " << line;
+        std::smatch m;
+        if (!std::regex_match(line, m, sample_re)) {
+            ADD_FAILURE() << "line " << n << " is not a sample: " << line;
+            continue;
+        }
+        std::string name = m[1];
+        std::string fam = name;
+        for (const char* suffix : {"_bucket", "_sum", "_count"})
+            if (!types.count(fam) && name.ends_with(suffix))
+                fam = name.substr(0, name.size() - std::string(suffix).size());
+        EXPECT_TRUE(types.count(fam)) << "sample of an undeclared family: " << line;
+        char* end = nullptr;
+        std::string v = m[4];
+        double value = std::strtod(v.c_str(), &end);
+        EXPECT_TRUE(*end == '\0') << "bad value: " << line;
+        samples[line.substr(0, line.rfind(' '))] = value;
+    }
+    return samples;
+}
+
+TEST(Metrics, ExpositionIsStrictAndCountersMove) {
+    smarm::metrics::exporter m;
+    http::server_config cfg;
+    cfg.on_request = m.request_observer();
+    http::router r;
+    r.get("/hello/{name}", [](http::request&) { return http::response(http::status::ok, "hi"); });
+    m.add_route(r);
+    with_server(cfg, std::move(r), [&](http::server& srv, std::uint16_t port) {
+        m.attach(srv);
+        client c(port);
+        auto first = parse_strict(c.get("/metrics")->body);
+        EXPECT_EQ(
+            first.count(
+                R"(smarm_http_requests_total{method="GET",route="/hello/{name}",status="200"})"),
+            0u);
+        EXPECT_EQ(c.get("/hello/a")->status, 200u);
+        EXPECT_EQ(c.get("/hello/b")->status, 200u);
+        EXPECT_EQ(c.get("/nope")->status, 404u);
+        auto s = parse_strict(c.get("/metrics")->body);
+        EXPECT_EQ(
+            (s[R"(smarm_http_requests_total{method="GET",route="/hello/{name}",status="200"})"]),
+            2);
+        EXPECT_EQ((s[R"(smarm_http_requests_total{method="GET",route="",status="404"})"]), 1);
+        EXPECT_EQ((s[R"(smarm_http_request_duration_seconds_count{route="/hello/{name}"})"]), 2);
+        EXPECT_GE(s["smarm_http_connections_accepted_total"], 1);
+        EXPECT_GE(s["smarm_http_connections_active"], 1);
+        EXPECT_GE(s["smarm_actor_spawns_total"], 3);
+        EXPECT_GT(s["process_resident_memory_bytes"], 1e6);
+        EXPECT_GT(s["process_open_fds"], 2);
+        EXPECT_TRUE(s.count(R"(smarm_actors{state="parked"})"));
+        // The raw path never becomes a label value.
+        for (auto& [k, v] : s)
+            EXPECT_EQ(k.find("/hello/a"), std::string::npos) << k;
+        m.detach();
+    });
+}
+
+TEST(Metrics, SupervisorRestartsAreCounted) {
+    smarm::metrics::exporter m;
+    smarm_test::run([&] {
+        const auto before = parse_strict(m.scrape())["smarm_supervisor_restarts_total"];
+        std::atomic<int> runs{0};
+        auto sup =
+            smarm::start_supervisor({}, {{"flaky", [&] {
+                                              if (runs.fetch_add(1) == 0)
+                                                  throw std::runtime_error("first run fails");
+                                              smarm::sleep(std::chrono::hours(1));
+                                          }}});
+        auto t0 = smarm_test::steady::now();
+        while (runs.load() < 2 && smarm_test::since(t0) < 10s)
+            smarm::sleep(1ms);
+        EXPECT_EQ(parse_strict(m.scrape())["smarm_supervisor_restarts_total"], before + 1);
+        smarm::request_stop(sup.id);
+    });
+}
+
+}  // namespace

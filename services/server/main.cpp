@@ -52,11 +52,14 @@ http::server_config http_config(const config::settings& s) {
 
 http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self,
                     const smarm::services::kv_options& kv,
-                    const smarm::services::workers_options& workers) {
+                    const smarm::services::workers_options& workers, bool test_routes) {
     http::router r;
     smarm::services::add_kv_routes(r, kv);
     smarm::services::add_worker_routes(r, workers);
-    smarm::services::add_debug_routes(r);
+    if (test_routes)
+        r.get("/test/throw", [](http::request&) -> http::response {
+            throw std::runtime_error("/test/throw: thrown on purpose");
+        });
     r.get("/plaintext", [](http::request&) {
         return http::response(http::status::ok, "Hello, World!", "text/plain");
     });
@@ -120,10 +123,19 @@ int main(int argc, char** argv) {
             smarm::metrics::exporter metrics;
             auto hc = http_config(s);
             hc.on_request = metrics.request_observer();
-            auto r = routes(self, kv, workers);
-            metrics.add_route(r);
+            auto r = routes(self, kv, workers, s.http.test_routes);
+            // /metrics and /debug/* on the main port, or only on the admin
+            // listener when it is enabled.
+            http::router admin_routes;
+            http::router& internal = s.admin.enabled ? admin_routes : r;
+            metrics.add_route(internal);
+            smarm::services::add_debug_routes(internal);
             http::server srv(hc, std::move(r));
             metrics.attach(srv);
+            http::server_config ac;
+            ac.host = s.admin.host;
+            ac.port = s.admin.port;
+            http::server admin(ac, std::move(admin_routes));
             try {
                 srv.start();
             } catch (const std::exception& e) {
@@ -132,11 +144,30 @@ int main(int argc, char** argv) {
                 rc_exit = 1;
                 return;
             }
+            if (s.admin.enabled) {
+                try {
+                    admin.start();
+                } catch (const std::exception& e) {
+                    spdlog::critical("smarm-server: admin listener: {}", e.what());
+                    srv.stop(std::chrono::nanoseconds::zero());
+                    srv.wait();
+                    metrics.detach();
+                    smarm::request_stop(services.id);
+                    rc_exit = 1;
+                    return;
+                }
+                spdlog::info("smarm-server admin listener on {}",
+                             admin.local_address().to_string());
+            }
             self->store(&srv);
             srv.stop_on_signals();
             spdlog::info("smarm-server listening on {}{}", srv.local_address().to_string(),
                          s.source.empty() ? "" : " (config " + s.source + ")");
             srv.wait();
+            if (s.admin.enabled) {
+                admin.stop(std::chrono::nanoseconds::zero());
+                admin.wait();
+            }
             metrics.detach();
             self->store(nullptr);
             smarm::request_stop(services.id);

@@ -46,8 +46,15 @@ struct http_settings {
     std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
     bool access_log = false;
     std::string access_log_file;
+    bool test_routes = false;     ///< GET /test/throw (tests of failure handling only)
     std::string tls_certificate;  ///< both set: TLS on
     std::string tls_private_key;
+};
+
+struct admin_settings {
+    bool enabled = false;  ///< serve /metrics and /debug/* here instead of the main port
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 9090;
 };
 
 struct runtime_settings {
@@ -76,6 +83,7 @@ struct log_settings {
 /// Every setting of smarm-server.
 struct settings {
     http_settings http;
+    admin_settings admin;
     runtime_settings runtime;
     kv_settings kv;
     workers_settings workers;

@@ -14,6 +14,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -30,9 +31,10 @@ namespace {
 struct test_cert {
     std::string cert_path, key_path;
     test_cert() {
-        const std::string dir = ::testing::TempDir();
-        cert_path = dir + "smarm_tls_cert.pem";
-        key_path = dir + "smarm_tls_key.pem";
+        // Per process: ctest runs the tests of this file in parallel.
+        const std::string dir = ::testing::TempDir() + "smarm_tls_" + std::to_string(::getpid());
+        cert_path = dir + "_cert.pem";
+        key_path = dir + "_key.pem";
         EVP_PKEY* key = EVP_EC_gen("P-256");
         X509* x = X509_new();
         X509_set_version(x, 2);

@@ -91,7 +91,8 @@ http::response kv_server::handle_call(http::request req) {
             auto [it, fresh] = data_.insert_or_assign(std::move(key), std::move(req.body()));
             (void)it;
             compact();
-            return http::response(fresh ? http::status::created : http::status::no_content);
+            return acknowledge(
+                http::response(fresh ? http::status::created : http::status::no_content));
         }
         case http::verb::delete_: {
             auto it = data_.find(key);
@@ -100,11 +101,33 @@ http::response kv_server::handle_call(http::request req) {
                 return http::response(http::status::service_unavailable, "storage failed\n");
             data_.erase(it);
             compact();
-            return http::response(http::status::no_content);
+            return acknowledge(http::response(http::status::no_content));
         }
         default:
             return http::response(http::status::method_not_allowed, "method not allowed\n");
     }
+}
+
+http::response kv_server::acknowledge(http::response r) {
+    if (!log_ || opts_.sync != sync_mode::group) return r;
+    unsynced_.emplace_back(defer_reply(), std::move(r));
+    if (!group_armed_) {
+        group_armed_ = true;
+        arm_after(opts_.group_interval, 1);
+    }
+    return http::response();  // discarded: the answer goes out after the sync
+}
+
+void kv_server::handle_timer(std::uint64_t) {
+    group_armed_ = false;
+    auto batch = std::move(unsynced_);
+    unsynced_.clear();
+    // A failed sync throws: the server ends, the callers see 503 (their
+    // replies are dropped), and the restarted server replays what the
+    // disk actually holds.
+    smarm::block_on_io([this] { log_->sync(); });
+    for (auto& [to, r] : batch)
+        (void)to.send(std::move(r));
 }
 
 template <class F>

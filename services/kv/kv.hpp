@@ -30,6 +30,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace smarm::services {
 
@@ -39,6 +41,9 @@ struct kv_options {
     std::string log_path;                    ///< append-only log ("" = in memory only)
     sync_mode sync = sync_mode::always;      ///< what an acknowledged write survives
     std::uint64_t compact_bytes = 64 << 20;  ///< compact a log larger than this
+    /// sync_mode::group: writes acknowledged together after one fdatasync
+    /// at most this long after the first of them.
+    std::chrono::nanoseconds group_interval = std::chrono::milliseconds(5);
 };
 
 class kv_server : public gen_server<http::request, http::response> {
@@ -47,6 +52,7 @@ class kv_server : public gen_server<http::request, http::response> {
     /// pool; call from the server's actor). Throws std::system_error.
     explicit kv_server(kv_options o);
     http::response handle_call(http::request req) override;
+    void handle_timer(std::uint64_t tag) override;
     std::size_t size() const noexcept { return data_.size(); }
 
   private:
@@ -57,6 +63,12 @@ class kv_server : public gen_server<http::request, http::response> {
     kv_options opts_;
     std::map<std::string, std::string, std::less<>> data_;
     std::unique_ptr<kv_log> log_;
+    // Group commit: writes applied and logged but not yet synced, with the
+    // answers their callers wait for.
+    std::vector<std::pair<sender<http::response>, http::response>> unsynced_;
+    bool group_armed_ = false;
+    /// The reply to a logged write: now, or after the group's fdatasync.
+    http::response acknowledge(http::response r);
 };
 
 /// The name the kv server registers its inbox under.

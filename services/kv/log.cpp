@@ -130,6 +130,10 @@ void kv_log::append(char op, std::string_view key, std::string_view value) {
     size_ += rec.size();
 }
 
+void kv_log::sync() {
+    if (::fdatasync(fd_) != 0) fail("fdatasync", path_);
+}
+
 void kv_log::put(std::string_view key, std::string_view value) {
     append(op_put, key, value);
     live_bytes_ += head_size + 5 + key.size() + value.size();

@@ -27,6 +27,7 @@ namespace smarm::services {
 enum class sync_mode {
     none,    ///< write(2) before the reply: survives a process crash, not power loss
     always,  ///< write(2) + fdatasync(2) before the reply
+    group,   ///< write(2) now; one fdatasync per group interval, then the replies
 };
 
 class kv_log {
@@ -42,6 +43,8 @@ class kv_log {
     /// Appends (and syncs, per the mode). Throws std::system_error.
     void put(std::string_view key, std::string_view value);
     void erase(std::string_view key);
+    /// fdatasync (group mode calls it once per group). Throws std::system_error.
+    void sync();
     /// Rewrites the log from `live` when it is due (see the header comment).
     void maybe_compact(const std::map<std::string, std::string, std::less<>>& live);
 

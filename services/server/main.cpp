@@ -109,8 +109,10 @@ int main(int argc, char** argv) {
             kv.value_limit = s.kv.value_limit;
             kv.call_timeout = s.kv.call_timeout;
             kv.log_path = s.kv.log_path;
-            kv.sync = s.kv.sync == "none" ? smarm::services::sync_mode::none
-                                          : smarm::services::sync_mode::always;
+            kv.sync = s.kv.sync == "none"    ? smarm::services::sync_mode::none
+                      : s.kv.sync == "group" ? smarm::services::sync_mode::group
+                                             : smarm::services::sync_mode::always;
+            kv.group_interval = s.kv.group_commit;
             kv.compact_bytes = s.kv.compact_bytes;
             // The services, supervised: a crashed kv restarts (its routes
             // answer 503 meanwhile).

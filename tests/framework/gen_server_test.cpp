@@ -154,3 +154,56 @@ TEST(GenServer, TimersAfterEveryAndCancel) {
 }
 
 }  // namespace
+
+namespace {
+
+// Calls are answered later: the server holds them until it has three, then
+// answers each with its value * 10 + how many were held.
+struct batcher : smarm::gen_server<int, int, int> {
+    std::vector<std::pair<smarm::sender<int>, int>> waiting;
+    int handle_call(int n) override {
+        waiting.emplace_back(defer_reply(), n * 10);
+        if (waiting.size() == 3) {
+            for (auto& [to, v] : waiting)
+                (void)to.send(v + 3);
+            waiting.clear();
+        }
+        return -1;  // discarded
+    }
+};
+
+TEST(GenServer, DeferredRepliesAreSentLater) {
+    smarm_test::run([] {
+        auto ref = smarm::start<batcher>();
+        std::vector<int> got(3, 0);
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < 3; ++i)
+            hs.push_back(smarm::spawn([&, i] { got[i] = *smarm::call(ref, i + 1, 10s).value; }));
+        for (auto& h : hs)
+            h.join();
+        EXPECT_EQ(got, (std::vector<int>{13, 23, 33})) << "each answered once all three were held";
+        // Dropping a held reply releases its caller.
+        smarm::call_result<int> r;
+        auto h = smarm::spawn([&] { r = smarm::call(ref, 5, 10s); });
+        auto m = smarm::monitor(ref.id);
+        smarm::request_stop(ref.id);
+        (void)m.rx.recv();
+        h.join();
+        EXPECT_EQ(r.error, smarm::call_error::server_down);
+    });
+}
+
+TEST(GenServer, DeferReplyOutsideACallIsAnError) {
+    struct bad : smarm::gen_server<int, int, int> {
+        int handle_call(int n) override { return n; }
+        void handle_cast(int) override { EXPECT_THROW((void)defer_reply(), std::logic_error); }
+    };
+    smarm_test::run([] {
+        auto ref = smarm::start<bad>();
+        EXPECT_TRUE(smarm::cast(ref, 1));
+        EXPECT_EQ(*smarm::call(ref, 2, 10s).value, 2);
+        smarm::request_stop(ref.id);
+    });
+}
+
+}  // namespace

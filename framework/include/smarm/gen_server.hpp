@@ -19,6 +19,8 @@
 //                                  before queued inbox messages.     (optional)
 //   terminate(exit_kind)           the server is ending (normal stop,
 //                                  stop request, or an exception).   (optional)
+// handle_call may answer later: defer_reply() hands over the caller's
+// reply sender (the returned value is then discarded).
 // A callback that throws ends the server (outcome panic): callers still
 // queued see call_error::server_down. stop() inside a callback ends the
 // server after that callback.
@@ -149,10 +151,28 @@ class gen_server {
     /// End the server after the current callback.
     void stop() noexcept { stopping_ = true; }
 
+    /// Inside handle_call: answer this call later (OTP's noreply + reply/2).
+    /// The value handle_call returns is then discarded; send the answer
+    /// through the returned sender when it is ready. Dropping the sender
+    /// unanswered releases the caller with call_error::server_down.
+    sender<Reply> defer_reply() {
+        if (current_reply_ == nullptr)
+            throw std::logic_error("smarm::gen_server::defer_reply: only inside handle_call");
+        deferred_ = true;
+        return std::move(*current_reply_);
+    }
+
   private:
     void dispatch(envelope&& e) {
         if (auto* c = std::get_if<call_msg>(&e)) {
-            (void)c->reply.send(handle_call(std::move(c->request)));
+            current_reply_ = &c->reply;
+            deferred_ = false;
+            struct reset {
+                sender<Reply>*& p;
+                ~reset() { p = nullptr; }
+            } guard{current_reply_};
+            Reply r = handle_call(std::move(c->request));
+            if (!deferred_) (void)c->reply.send(std::move(r));
         } else if (auto* k = std::get_if<1>(&e)) {
             handle_cast(std::move(*k));
         } else {
@@ -178,6 +198,8 @@ class gen_server {
     receiver<std::uint64_t> timer_rx_;
     std::map<std::uint64_t, std::pair<timer_id, std::chrono::nanoseconds>> armed_;
     bool stopping_ = false;
+    sender<Reply>* current_reply_ = nullptr;  // the call being handled
+    bool deferred_ = false;
 };
 
 /// The address of a running server.

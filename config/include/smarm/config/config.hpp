@@ -65,8 +65,9 @@ struct runtime_settings {
 struct kv_settings {
     std::uint64_t value_limit = 1024 * 1024;  ///< bytes per value (else 413)
     std::chrono::nanoseconds call_timeout = std::chrono::seconds(2);  ///< else 504
-    std::string log_path;                       ///< append-only log ("" = memory only)
-    std::string sync = "always";                ///< always (fdatasync per write) or none
+    std::string log_path;         ///< append-only log ("" = memory only)
+    std::string sync = "always";  ///< always (fdatasync per write), group or none
+    std::chrono::nanoseconds group_commit = std::chrono::milliseconds(5);  ///< sync: group
     std::uint64_t compact_bytes = 64ull << 20;  ///< compact a log past this size
 };
 

@@ -1,6 +1,8 @@
 // /metrics: a strict parse of the exposition, and counters that move.
 
 #include <smarm/metrics/metrics.hpp>
+#include <smarm/monitor.hpp>
+#include <smarm/registry.hpp>
 #include <smarm/supervisor.hpp>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "http_support.hpp"
+#include "kv/kv.hpp"
 
 using namespace http_test;
 
@@ -128,6 +131,45 @@ TEST(Metrics, SupervisorRestartsAreCounted) {
         while (runs.load() < 2 && smarm_test::since(t0) < 10s)
             smarm::sleep(1ms);
         EXPECT_EQ(parse_strict(m.scrape())["smarm_supervisor_restarts_total"], before + 1);
+        smarm::request_stop(sup.id);
+    });
+}
+
+}  // namespace
+
+namespace {
+
+// The failure test of issue 6: stop the kv server actor; its supervisor
+// restarts it, requests meanwhile get 503 (or are served by the new one),
+// later ones succeed, and /metrics shows the restart.
+TEST(Metrics, KvRestartIsServedAgainAndVisibleInMetrics) {
+    smarm::metrics::exporter m;
+    smarm::services::kv_options kv;
+    http::router r;
+    smarm::services::add_kv_routes(r, kv);
+    m.add_route(r);
+    with_server({}, std::move(r), [&](http::server&, std::uint16_t port) {
+        auto sup = smarm::start_supervisor({}, {smarm::services::kv_child(kv)});
+        auto t0 = smarm_test::steady::now();
+        while (!smarm::whereis(smarm::services::kv_name) && smarm_test::since(t0) < 10s)
+            smarm::sleep(1ms);
+        client c(port);
+        const double before =
+            parse_strict(c.get("/metrics")->body)["smarm_supervisor_restarts_total"];
+        auto old = *smarm::whereis(smarm::services::kv_name);
+        auto mon = smarm::monitor(old);
+        smarm::request_stop(old);
+        (void)mon.rx.recv();
+        unsigned status = 0;
+        t0 = smarm_test::steady::now();
+        do {
+            status = c.get("/kv/x")->status;
+            EXPECT_TRUE(status == 503u || status == 404u) << status;
+        } while (status == 503u && smarm_test::since(t0) < 10s);
+        EXPECT_EQ(status, 404u);  // served by the restarted kv
+        const double after =
+            parse_strict(c.get("/metrics")->body)["smarm_supervisor_restarts_total"];
+        EXPECT_EQ(after, before + 1);
         smarm::request_stop(sup.id);
     });
 }

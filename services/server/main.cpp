@@ -4,7 +4,8 @@
 // SIGTERM/SIGINT (a second signal forces).
 //
 // Routes: GET /plaintext, GET /json, GET /healthz (liveness: 200 while the
-// process serves), GET /readyz (200 once started, 503 while draining), and
+// process serves), GET /readyz (200 once the services are up, 503 while
+// they are not or the server drains), and
 // the kv service under /kv (services/kv/kv.hpp) and POST /work/sha256
 // (services/workers/workers.hpp), GET /metrics (metrics/), GET /debug/actors
 // and /debug/tree (services/debug/).
@@ -71,7 +72,12 @@ http::router routes(const std::shared_ptr<std::atomic<http::server*>>& self,
     r.get("/readyz", [self](http::request&) {
         http::server* s = self->load();
         if (s == nullptr || s->draining())
-            return http::response(http::status::service_unavailable, "not ready\n");
+            return http::response(http::status::service_unavailable, "not ready: draining\n");
+        // Ready once the services are up: kv registered, a worker joined.
+        if (!smarm::whereis(smarm::services::kv_name))
+            return http::response(http::status::service_unavailable, "not ready: kv\n");
+        if (smarm::members(smarm::services::workers_group).empty())
+            return http::response(http::status::service_unavailable, "not ready: workers\n");
         return http::response(http::status::ok, "ready\n");
     });
     return r;

@@ -30,7 +30,15 @@ status() { get "$1" "$2" | head -1; }
 [ "$(status "$port" /debug/actors)" = "HTTP/1.1 404 Not Found" ] || { echo "/debug on the main port"; exit 1; }
 [ "$(status "$admin" /metrics)" = "HTTP/1.1 200 OK" ] || { echo "no /metrics on admin"; exit 1; }
 [ "$(status "$admin" /debug/tree)" = "HTTP/1.1 200 OK" ] || { echo "no /debug/tree on admin"; exit 1; }
+# 20 concurrent requests to other routes while the test route throws.
+tmp="$(mktemp -d)"
+for i in $(seq 1 20); do status "$port" /plaintext >"$tmp/$i" & done
 thrown="$(get "$port" /test/throw)"
+wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
+for i in $(seq 1 20); do
+  [ "$(cat "$tmp/$i")" = "HTTP/1.1 200 OK" ] || { echo "concurrent request $i: $(cat "$tmp/$i")"; exit 1; }
+done
+rm -rf "$tmp"
 echo "$thrown" | head -1 | grep -q "^HTTP/1.1 500" || { echo "test route: $thrown"; exit 1; }
 echo "$thrown" | grep -q "request id: " || { echo "no request id: $thrown"; exit 1; }
 [ "$(status "$port" /plaintext)" = "HTTP/1.1 200 OK" ] || { echo "plaintext after a 500"; exit 1; }

@@ -24,7 +24,12 @@ get() {  # get PATH -> prints the status line
   head -1 <&3 | tr -d '\r'
   exec 3<&-
 }
-[ "$(get /readyz)" = "HTTP/1.1 200 OK" ] || { echo "readyz not 200"; exit 1; }
+ready=""
+for _ in $(seq 1 100); do  # the services come up beside the listener
+  [ "$(get /readyz)" = "HTTP/1.1 200 OK" ] && { ready=1; break; }
+  sleep 0.1
+done
+[ -n "$ready" ] || { echo "readyz never 200"; exit 1; }
 [ "$(get /plaintext)" = "HTTP/1.1 200 OK" ] || { echo "plaintext not 200"; exit 1; }
 [ "$(get /missing)" = "HTTP/1.1 404 Not Found" ] || { echo "missing not 404"; exit 1; }
 exec 3<>"/dev/tcp/127.0.0.1/$port"

@@ -52,6 +52,7 @@ struct server::state {
         std::atomic<bool>* idle;
     };
     std::unordered_map<std::uint64_t, conn> conns;  // guarded by mu
+    bool listener_open = false;                     // guarded by mu
     std::atomic<std::uint64_t> next_conn{1};
 
     /// request_stop every connection (idle_only: those parked between requests).
@@ -141,11 +142,24 @@ void listen_loop(const std::shared_ptr<server::state>& st) {
     // Stopped (server::stop) while parked in accept: close the socket at
     // once so new connections are refused rather than left in the backlog.
     struct closer {
-        tcp_listener& l;
-        ~closer() { l.close(); }
-    } guard{st->listener};
+        server::state& st;
+        ~closer() {
+            std::lock_guard g(st.mu);  // stop() may be shutting the socket down
+            st.listener_open = false;
+            st.listener.close();
+        }
+    } guard{*st};
     for (;;) {
-        tcp_stream conn = st->listener.accept();
+        tcp_stream conn;
+        try {
+            conn = st->listener.accept();
+        } catch (const std::system_error& e) {
+            if (st->stopping.load()) return;  // stop() shut the socket down
+            // EMFILE and friends: say so, breathe, keep listening.
+            spdlog::error("http: accept failed: {}", e.what());
+            smarm::sleep(std::chrono::milliseconds(10));
+            continue;
+        }
         if (st->sh.active.load(std::memory_order_relaxed) >= st->sh.cfg.max_connections) {
             st->sh.rejected.fetch_add(1, std::memory_order_relaxed);
             reject(conn, st->sh.cfg);
@@ -201,6 +215,10 @@ void server::start() {
     lo.backlog = st_->sh.cfg.backlog;
     st_->listener = tcp_listener::bind(st_->sh.cfg.host, st_->sh.cfg.port, lo);
     st_->bound = st_->listener.local_address();
+    {
+        std::lock_guard g(st_->mu);
+        st_->listener_open = true;
+    }
     supervisor_options so;
     so.max_children = st_->sh.cfg.max_connections;
     so.max_restarts = 0;
@@ -221,6 +239,13 @@ void server::stop(std::optional<std::chrono::nanoseconds> drain) {
     const bool first = !st_->stopping.exchange(true);
     const auto budget = drain.value_or(st_->sh.cfg.drain_timeout);
     if (first) {
+        // Refuse new connections now, not when the listener actor next
+        // runs: a shut-down listening socket leaves LISTEN at once (connects
+        // are refused) and its parked accept fails, ending the actor.
+        {
+            std::lock_guard g(st_->mu);
+            if (st_->listener_open) ::shutdown(st_->listener.native_handle(), SHUT_RDWR);
+        }
         request_stop(st_->listener_pid);
         st_->sh.draining.store(true, std::memory_order_seq_cst);
     }

@@ -30,12 +30,34 @@ namespace smarm::http::detail {
 using error_code = boost::beast::error_code;
 using time_point = std::chrono::steady_clock::time_point;
 
-class actor_stream {
+/// The throwing SyncReadStream/SyncWriteStream overloads, from the
+/// error-code ones the stream defines.
+template <class Stream>
+struct throwing_io {
+    template <class Buffers>
+    std::size_t read_some(const Buffers& bufs) {
+        error_code ec;
+        auto n = static_cast<Stream&>(*this).read_some(bufs, ec);
+        if (ec) throw boost::system::system_error(ec);
+        return n;
+    }
+    template <class Buffers>
+    std::size_t write_some(const Buffers& bufs) {
+        error_code ec;
+        auto n = static_cast<Stream&>(*this).write_some(bufs, ec);
+        if (ec) throw boost::system::system_error(ec);
+        return n;
+    }
+};
+
+class actor_stream : public throwing_io<actor_stream> {
   public:
     explicit actor_stream(tcp_stream& s) : s_(s) {}
 
     // What Asio's ssl::stream needs of its lowest layer. The executor is
     // never run: every operation here is synchronous (it parks the actor).
+    using throwing_io::read_some;
+    using throwing_io::write_some;
     using lowest_layer_type = actor_stream;
     using executor_type = boost::asio::io_context::executor_type;
     lowest_layer_type& lowest_layer() noexcept { return *this; }
@@ -64,13 +86,6 @@ class actor_stream {
         return 0;
     }
     template <class Buffers>
-    std::size_t read_some(const Buffers& bufs) {
-        error_code ec;
-        auto n = read_some(bufs, ec);
-        if (ec) throw boost::system::system_error(ec);
-        return n;
-    }
-    template <class Buffers>
     std::size_t write_some(const Buffers& bufs, error_code& ec) {
         ec = {};
         for (auto it = boost::asio::buffer_sequence_begin(bufs);
@@ -80,13 +95,6 @@ class actor_stream {
             return io(ec, [&](io_deadline d) { return s_.write_some(b.data(), b.size(), d); });
         }
         return 0;
-    }
-    template <class Buffers>
-    std::size_t write_some(const Buffers& bufs) {
-        error_code ec;
-        auto n = write_some(bufs, ec);
-        if (ec) throw boost::system::system_error(ec);
-        return n;
     }
 
     /// Writes all of `data` before the deadline; false on any failure.
@@ -145,8 +153,10 @@ class actor_stream {
     std::optional<time_point> deadline_;
 };
 
-class memory_stream {
+class memory_stream : public throwing_io<memory_stream> {
   public:
+    using throwing_io::read_some;
+    using throwing_io::write_some;
     explicit memory_stream(std::string_view in, std::size_t max_read = 4096)
         : in_(in), max_read_(max_read) {}
 
@@ -172,13 +182,6 @@ class memory_stream {
         return total;
     }
     template <class Buffers>
-    std::size_t read_some(const Buffers& bufs) {
-        error_code ec;
-        auto n = read_some(bufs, ec);
-        if (ec) throw boost::system::system_error(ec);
-        return n;
-    }
-    template <class Buffers>
     std::size_t write_some(const Buffers& bufs, error_code& ec) {
         ec = {};
         std::size_t total = 0;
@@ -189,11 +192,6 @@ class memory_stream {
             total += b.size();
         }
         return total;
-    }
-    template <class Buffers>
-    std::size_t write_some(const Buffers& bufs) {
-        error_code ec;
-        return write_some(bufs, ec);
     }
     bool write_all(std::string_view data) {
         out.append(data);

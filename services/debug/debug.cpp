@@ -1,27 +1,12 @@
 #include "debug.hpp"
 
+#include "json.hpp"
+
 #include <cstdio>
 
 namespace smarm::services {
 
 namespace {
-
-void json_string(std::string& out, std::string_view s) {
-    out += '"';
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            out += b;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    out += '"';
-}
 
 void field(std::string& out, const char* name, std::uint64_t v, bool comma = true) {
     if (comma) out += ',';
@@ -40,18 +25,18 @@ std::string actors_json(const introspect::snapshot& s) {
         if (!first) out += ',';
         first = false;
         out += "{\"pid\":";
-        json_string(out, a.id.to_string());
+        append_json_string(out, a.id.to_string());
         out += ",\"parent\":";
         if (a.parent.valid())
-            json_string(out, a.parent.to_string());
+            append_json_string(out, a.parent.to_string());
         else
             out += "null";
         out += ",\"state\":";
-        json_string(out, a.state);
+        append_json_string(out, a.state);
         out += ",\"names\":[";
         for (std::size_t i = 0; i < a.names.size(); ++i) {
             if (i) out += ',';
-            json_string(out, a.names[i]);
+            append_json_string(out, a.names[i]);
         }
         out += "],\"mailbox_depth\":";
         out += a.mailbox_depth ? std::to_string(*a.mailbox_depth) : "null";

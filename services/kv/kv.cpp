@@ -1,5 +1,7 @@
 #include "kv.hpp"
 
+#include "json.hpp"
+
 #include <smarm/io.hpp>
 
 #include <spdlog/spdlog.h>
@@ -10,38 +12,6 @@
 namespace smarm::services {
 
 namespace {
-
-std::string json_string(std::string_view s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    char b[8];
-                    std::snprintf(b, sizeof b, "\\u%04x", c);
-                    out += b;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    return out + "\"";
-}
 
 /// The value of `name` in a query string (not decoded: keys are
 /// percent-decoded by the caller), or nullopt.
@@ -166,11 +136,14 @@ http::response kv_server::list(const http::request& req) const {
     std::string last;
     for (; it != data_.end() && n < limit; ++it, ++n) {
         if (n) body += ',';
-        body += json_string(it->first);
+        append_json_string(body, it->first);
         last = it->first;
     }
     body += ']';
-    if (it != data_.end()) body += ",\"next\":" + json_string(last);
+    if (it != data_.end()) {
+        body += ",\"next\":";
+        append_json_string(body, last);
+    }
     body += "}\n";
     return http::response(http::status::ok, std::move(body), "application/json");
 }

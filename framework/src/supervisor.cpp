@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <utility>
 
 namespace smarm {
 
@@ -41,16 +42,24 @@ class supervisor_state {
     std::vector<child> children;
 
     void start(child& c) {
-        auto body = c.spec.body;
         auto [ack_tx, ack_rx] = channel<int>();
         {
             // no_preempt: the child must not run (spawn is work-first)
             // before its monitor is installed, or an instant failure would
             // read as noproc and lose its outcome.
             no_preempt hold;
-            auto h = spawn([body, ack = std::move(ack_tx)] {
-                (void)ack.send(1);
-                body();
+            auto h = spawn([body = c.spec.body, init = c.spec.init_body, ack = std::move(ack_tx)] {
+                if (!init) {
+                    (void)ack.send(1);
+                    body();
+                    return;
+                }
+                // The ack sender dies with this actor, so a child that ends
+                // before acking still releases the supervisor.
+                bool acked = false;
+                init([&] {
+                    if (!std::exchange(acked, true)) (void)ack.send(1);
+                });
             });
             c.id = h.id();
             c.monitor = monitor(c.id, downs_tx_);
@@ -143,7 +152,7 @@ class supervisor_state {
 }  // namespace
 
 void supervise(supervisor_options opts, std::vector<child_spec> specs,
-               receiver<supervisor_msg> control) {
+               receiver<supervisor_msg> control, const std::function<void()>& started) {
     auto [dtx, drx] = channel<down>();
     supervisor_state st(opts, std::move(drx), std::move(dtx));
     try {
@@ -151,6 +160,7 @@ void supervise(supervisor_options opts, std::vector<child_spec> specs,
             st.children.push_back(child{std::move(s), pid{}, 0, false});
             st.start(st.children.back());
         }
+        if (started) started();
         bool control_open = true;
         for (;;) {
             std::size_t arm = control_open ? select({st.downs(), control}) : 0;
@@ -206,6 +216,20 @@ supervisor_ref start_supervisor(supervisor_options opts, std::vector<child_spec>
     supervisor_ref ref{h.id(), std::move(tx)};
     h.detach();
     return ref;
+}
+
+child_spec supervisor_child(std::string id, supervisor_options opts,
+                            std::vector<child_spec> children, restart_policy restart) {
+    return {std::move(id),
+            {},
+            restart,
+            [opts, children = std::move(children)](const std::function<void()>& started) {
+                // Nobody holds the sender: control reads as closed, and the
+                // loop then waits on its children's downs alone.
+                auto [tx, rx] = channel<detail::supervisor_msg>();
+                { auto drop = std::move(tx); }
+                detail::supervise(opts, children, std::move(rx), started);
+            }};
 }
 
 namespace {

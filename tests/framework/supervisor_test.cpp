@@ -44,8 +44,11 @@ struct puppet_child {
     static smarm::child_spec make(std::string id, smarm::sender<std::string> log,
                                   std::shared_ptr<std::atomic<int>> crash_next) {
         return {id, [id, log, crash_next] {
-                    (void)log.send("start:" + id);
                     try {
+                        // Inside the try: a stop may land at the send's own
+                        // observation point (after the push), and must be
+                        // logged like any other.
+                        (void)log.send("start:" + id);
                         for (;;) {
                             smarm::sleep(1ms);
                             if (crash_next && crash_next->exchange(0) == 1)
@@ -145,6 +148,38 @@ TEST(Supervisor, IntensityCapGivesUpAndStopsSurvivorsInReverseOrder) {
         auto after = smarm::supervisor_totals();
         EXPECT_EQ(after.restarts - before.restarts, 2u);
         EXPECT_EQ(after.give_ups - before.give_ups, 1u);
+    });
+}
+
+TEST(Supervisor, NestedSupervisorGivingUpIsRestartedByItsParent) {
+    smarm_test::run([] {
+        event_log log;
+        auto crash_b = std::make_shared<std::atomic<int>>(0);
+        smarm::supervisor_options inner_opts;
+        inner_opts.max_restarts = 0;  // the inner one gives up at the first failure
+        auto before = smarm::supervisor_totals();
+        auto top = smarm::start_supervisor(
+            {}, {smarm::supervisor_child("inner", inner_opts,
+                                         {puppet_child::make("a", log.tx, nullptr),
+                                          puppet_child::make("b", log.tx, crash_b)}),
+                 puppet_child::make("c", log.tx, nullptr)});
+        EXPECT_EQ(log.take(3), (std::vector<std::string>{"start:a", "start:b", "start:c"}));
+        crash_b->store(1);
+        // b fails: the inner supervisor gives up (stopping a), the top one
+        // restarts it, which starts a and b afresh; c is untouched.
+        EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:a", "start:a", "start:b"}));
+        auto after = smarm::supervisor_totals();
+        EXPECT_EQ(after.give_ups - before.give_ups, 1u);
+        EXPECT_EQ(after.restarts - before.restarts, 1u);
+        auto names = smarm::which_children(top);
+        ASSERT_EQ(names.size(), 2u);
+        EXPECT_EQ(names[0].first, "inner");
+        // Stopping the top stops c, then the inner supervisor, which stops
+        // b then a.
+        auto m = smarm::monitor(top.id);
+        smarm::request_stop(top.id);
+        (void)m.rx.recv();
+        EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:c", "stop:b", "stop:a"}));
     });
 }
 

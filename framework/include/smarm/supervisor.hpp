@@ -47,10 +47,16 @@ enum class restart_policy { permanent, transient, temporary };
 enum class restart_strategy { one_for_one, one_for_all, rest_for_one };
 
 /// How to run one child. `body` is called afresh for every (re)start.
+/// The supervisor starts the next child once this one runs; a child whose
+/// start is more than running (a nested supervisor starting its own
+/// children, a server binding its port) uses `init_body` instead of `body`
+/// and calls `started()` when it is ready (OTP's init_ack). A child that
+/// ends before calling it counts as started.
 struct child_spec {
     std::string id;
     std::function<void()> body;
     restart_policy restart = restart_policy::permanent;
+    std::function<void(const std::function<void()>& started)> init_body = {};
 };
 
 /// | key | meaning | default |
@@ -97,7 +103,7 @@ struct which_req {
 };
 using supervisor_msg = std::variant<start_child_req, count_req, which_req>;
 void supervise(supervisor_options opts, std::vector<child_spec> children,
-               receiver<supervisor_msg> control);
+               receiver<supervisor_msg> control, const std::function<void()>& started = {});
 }  // namespace detail
 
 /// A running supervisor.
@@ -108,6 +114,16 @@ struct supervisor_ref {
 
 /// Spawns a supervisor actor that starts `children` in order.
 supervisor_ref start_supervisor(supervisor_options opts, std::vector<child_spec> children);
+
+/// A child that is itself a supervisor of `children` (a supervision tree):
+/// each (re)start supervises fresh copies of the specs. Its give-up ends
+/// the child abnormally, so the parent applies its own strategy; stopping
+/// it stops its children in reverse start order first. Nested supervisors
+/// take no start_child requests (build such a supervisor with
+/// start_supervisor and supervise its users instead).
+child_spec supervisor_child(std::string id, supervisor_options opts,
+                            std::vector<child_spec> children,
+                            restart_policy restart = restart_policy::permanent);
 
 /// Adds and starts a child. Returns its pid, or throws std::runtime_error
 /// naming the reason (max_children reached, supervisor down, timeout).

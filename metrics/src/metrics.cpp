@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace smarm::metrics {
@@ -84,7 +85,10 @@ process_figures read_process() {
 /// Reads the runtime, the process and the attached server at scrape time.
 class scrape_time_collector : public prometheus::Collectable {
   public:
-    std::atomic<const http::server*> server{nullptr};
+    // Guarded by `mu` (not an atomic pointer): detach() must not return
+    // while a scrape still reads the server it detaches.
+    mutable std::mutex mu;
+    const http::server* server = nullptr;
 
     std::vector<prometheus::MetricFamily> Collect() const override {
         using prometheus::MetricType;
@@ -155,8 +159,13 @@ class scrape_time_collector : public prometheus::Collectable {
                 proc.cpu_seconds);
         gauge("process_open_fds", "Open file descriptors.", proc.open_fds);
 
-        if (const http::server* srv = server.load()) {
-            auto st = srv->stats();
+        std::optional<http::server_stats> stats;
+        {
+            std::lock_guard g(mu);
+            if (server != nullptr) stats = server->stats();
+        }
+        if (stats) {
+            auto& st = *stats;
             gauge("smarm_http_connections_active", "HTTP connections open now.",
                   static_cast<double>(st.active));
             counter("smarm_http_connections_accepted_total", "HTTP connections accepted.",
@@ -247,11 +256,13 @@ std::function<void(const http::request_record&)> exporter::request_observer() {
 }
 
 void exporter::attach(const http::server& srv) {
-    p_->runtime->server.store(&srv);
+    std::lock_guard g(p_->runtime->mu);
+    p_->runtime->server = &srv;
 }
 
 void exporter::detach() noexcept {
-    p_->runtime->server.store(nullptr);
+    std::lock_guard g(p_->runtime->mu);
+    p_->runtime->server = nullptr;
 }
 
 std::string exporter::scrape() const {

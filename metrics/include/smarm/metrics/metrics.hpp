@@ -42,7 +42,9 @@ class exporter {
     /// For http::server_config::on_request.
     std::function<void(const http::request_record&)> request_observer();
     /// Reports `srv`'s connection counters until detach() (call it before
-    /// the server is destroyed).
+    /// the server is destroyed; once it returns no scrape reads `srv`).
+    /// Attaching a new server (a restarted listener) restarts the
+    /// connection counters, which Prometheus reads as a counter reset.
     void attach(const http::server& srv);
     void detach() noexcept;
     /// Adds GET /metrics (text exposition format 0.0.4).

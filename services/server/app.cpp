@@ -1,0 +1,361 @@
+// smarm-server's supervision tree and lifecycle (app.hpp).
+//
+// The listener children (http, admin) own their http::server: each (re)start
+// builds a fresh one from the config and its routes, binds (acking the
+// supervisor only then), and parks in wait(). Three ways out:
+//   - the server stopped itself (stop(), a signal): a normal end, which for a
+//     transient child means "not restarted"; the http child then tells the
+//     application to end (ended_tx), which stops the top supervisor;
+//   - the supervisor stops the child (application end, rest_for_one): the
+//     child stops its server (gracefully for http) and waits for it under
+//     no_preempt, so its own pending stop cannot cut the drain short;
+//   - the first bind fails: the error is handed to start() and the child ends
+//     normally (a restart could not fix a taken port); a bind failure on a
+//     later restart is an ordinary failure (restarted within intensity).
+// `mu` guards the current servers, the addresses and the flags; it is held
+// only for plain stores and loads (never across a park).
+
+#include "server/app.hpp"
+
+#include <smarm/monitor.hpp>
+#include <smarm/select.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "debug/debug.hpp"
+
+namespace smarm::services {
+
+namespace http = smarm::http;
+
+kv_options kv_options_from(const config::settings& s) {
+    kv_options kv;
+    kv.value_limit = s.kv.value_limit;
+    kv.call_timeout = s.kv.call_timeout;
+    kv.log_path = s.kv.log_path;
+    kv.sync = s.kv.sync == "none"    ? sync_mode::none
+              : s.kv.sync == "group" ? sync_mode::group
+                                     : sync_mode::always;
+    kv.group_interval = s.kv.group_commit;
+    kv.compact_bytes = s.kv.compact_bytes;
+    return kv;
+}
+
+workers_options workers_options_from(const config::settings& s) {
+    return {s.workers.count, s.workers.queue_limit, s.workers.call_timeout};
+}
+
+std::vector<child_spec> default_services(const config::settings& s) {
+    auto children = worker_children(workers_options_from(s));
+    children.insert(children.begin(), kv_child(kv_options_from(s)));
+    return children;
+}
+
+http::server_config http_config_from(const config::settings& s) {
+    http::server_config c;
+    c.host = s.http.host;
+    c.port = s.http.port;
+    c.max_connections = s.http.max_connections;
+    c.header_limit = s.http.header_limit;
+    c.body_limit = s.http.body_limit;
+    c.header_timeout = s.http.header_timeout;
+    c.body_timeout = s.http.body_timeout;
+    c.idle_timeout = s.http.idle_timeout;
+    c.write_timeout = s.http.write_timeout;
+    c.drain_timeout = s.http.drain_timeout;
+    c.access_log = s.http.access_log;
+    c.access_log_file = s.http.access_log_file;
+    if (!s.http.tls_certificate.empty())
+        c.tls = http::tls_config{s.http.tls_certificate, s.http.tls_private_key};
+    return c;
+}
+
+enum class listener { http, admin };
+
+struct application::state : std::enable_shared_from_this<application::state> {
+    state(config::settings cfg, std::vector<child_spec> svc)
+        : s(std::move(cfg)), services(std::move(svc)) {
+        auto [etx, erx] = channel<int>();
+        ended_tx = std::move(etx);
+        ended_rx = std::move(erx);
+        auto [btx, brx] = channel<std::optional<std::string>>();
+        boot_tx = std::move(btx);
+        boot_rx = std::move(brx);
+    }
+
+    const config::settings s;
+    const std::vector<child_spec> services;
+    metrics::exporter metrics;
+    supervisor_ref top;
+
+    // The http child sends here when its server stopped on its own.
+    sender<int> ended_tx;
+    receiver<int> ended_rx;
+    // Each listener's first start: nullopt = bound, else the error.
+    sender<std::optional<std::string>> boot_tx;
+    receiver<std::optional<std::string>> boot_rx;
+
+    mutable std::mutex mu;
+    std::shared_ptr<http::server> servers[2];
+    socket_address addresses[2];
+    bool booted[2] = {false, false};
+    bool signals = false;
+    bool stopping = false;
+
+    static const char* label(listener l) { return l == listener::http ? "http" : "admin"; }
+
+    http::server_config config_for(listener l) {
+        http::server_config c;
+        if (l == listener::http) {
+            c = http_config_from(s);
+            c.on_request = metrics.request_observer();
+        } else {
+            c.host = s.admin.host;
+            c.port = s.admin.port;
+        }
+        std::lock_guard g(mu);
+        // A restart binds the address the first start got (port 0 included).
+        if (booted[static_cast<int>(l)]) c.port = addresses[static_cast<int>(l)].port();
+        return c;
+    }
+
+    http::router routes_for(listener l) {
+        http::router r;
+        if (l == listener::http) {
+            add_kv_routes(r, kv_options_from(s));
+            add_worker_routes(r, workers_options_from(s));
+            if (s.http.test_routes)
+                r.get("/test/throw", [](http::request&) -> http::response {
+                    throw std::runtime_error("/test/throw: thrown on purpose");
+                });
+            r.get("/plaintext", [](http::request&) {
+                return http::response(http::status::ok, "Hello, World!", "text/plain");
+            });
+            r.get("/json", [](http::request&) {
+                return http::response(http::status::ok, R"({"message":"Hello, World!"})",
+                                      "application/json");
+            });
+            r.get("/healthz",
+                  [](http::request&) { return http::response(http::status::ok, "ok\n"); });
+            r.get("/readyz", [this](http::request&) {
+                if (auto why = not_ready())
+                    return http::response(http::status::service_unavailable,
+                                          "not ready: " + *why + "\n");
+                return http::response(http::status::ok, "ready\n");
+            });
+        }
+        // /metrics and /debug/* face the public port only without an admin
+        // listener.
+        if ((l == listener::admin) == s.admin.enabled) {
+            metrics.add_route(r);
+            add_debug_routes(r);
+        }
+        return r;
+    }
+
+    std::optional<std::string> not_ready() const {
+        {
+            std::lock_guard g(mu);
+            auto& srv = servers[static_cast<int>(listener::http)];
+            if (stopping || srv == nullptr || srv->draining()) return "draining";
+        }
+        if (!whereis(kv_name)) return "kv";
+        if (members(workers_group).empty()) return "workers";
+        return std::nullopt;
+    }
+
+    void run_listener(listener l, const std::function<void()>& started) {
+        const int i = static_cast<int>(l);
+        auto cfg = config_for(l);
+        auto srv = std::make_shared<http::server>(cfg, routes_for(l));
+        try {
+            srv->start();
+        } catch (const std::exception& e) {
+            std::string what = std::string(label(l)) + " listener on " + cfg.host + ":" +
+                               std::to_string(cfg.port) + ": " + e.what();
+            bool first;
+            {
+                std::lock_guard g(mu);
+                first = !booted[i];
+            }
+            if (first) {
+                (void)boot_tx.send(std::move(what));
+                return;  // a normal end: not restarted
+            }
+            throw std::runtime_error(what);
+        }
+        bool first, stop_now;
+        {
+            std::lock_guard g(mu);
+            servers[i] = srv;
+            addresses[i] = srv->local_address();
+            first = !std::exchange(booted[i], true);
+            stop_now = stopping;
+            if (l == listener::http) {
+                metrics.attach(*srv);
+                if (signals) srv->stop_on_signals();
+            }
+        }
+        if (stop_now) srv->stop();
+        if (first) (void)boot_tx.send(std::nullopt);
+        if (!first)
+            spdlog::warn("smarm-server: {} listener restarted on {}", label(l),
+                         srv->local_address().to_string());
+        started();
+        auto release = [&] {
+            std::lock_guard g(mu);
+            if (l == listener::http) metrics.detach();
+            servers[i].reset();
+        };
+        try {
+            srv->wait();
+        } catch (const stopped&) {
+            no_preempt hold;
+            if (l == listener::http)
+                srv->stop();
+            else
+                srv->stop(std::chrono::nanoseconds::zero());
+            srv->wait();
+            release();
+            throw;
+        }
+        release();
+        if (l == listener::http) (void)ended_tx.send(0);
+    }
+
+    child_spec listener_child(listener l) {
+        // The tree may outlive the application object: children keep the
+        // state alive.
+        return {label(l),
+                {},
+                restart_policy::transient,
+                [self = shared_from_this(), l](const std::function<void()>& started) {
+                    self->run_listener(l, started);
+                }};
+    }
+};
+
+application::application(config::settings s) : application(s, default_services(s)) {}
+
+application::application(config::settings s, std::vector<child_spec> services)
+    : st_(std::make_shared<state>(std::move(s), std::move(services))) {}
+
+application::~application() = default;
+
+void application::start() {
+    auto& st = *st_;
+    std::vector<child_spec> children{supervisor_child("services", {}, st.services),
+                                     st.listener_child(listener::http)};
+    if (st.s.admin.enabled) children.push_back(st.listener_child(listener::admin));
+    const std::size_t listeners = children.size() - 1;
+    supervisor_options o;
+    o.strategy = restart_strategy::rest_for_one;
+    std::optional<monitor_ref> mon;
+    {
+        no_preempt hold;  // the monitor exists before the tree can fail
+        st.top = start_supervisor(o, std::move(children));
+        mon = monitor(st.top.id);
+    }
+    std::optional<std::string> error;
+    for (std::size_t booted = 0; booted < listeners && !error;) {
+        if (select({st.boot_rx, mon->rx}) == 1) {
+            auto d = mon->rx.recv();
+            error = "the supervision tree ended while starting";
+            if (d && d->error) try {
+                    std::rethrow_exception(d->error);
+                } catch (const std::exception& e) {
+                    error = *error + ": " + e.what();
+                } catch (...) {
+                }
+            throw std::runtime_error("smarm-server: " + *error);
+        }
+        if (auto r = st.boot_rx.try_recv(); r.value) {
+            if (*r.value)
+                error = *r.value;
+            else
+                ++booted;
+        }
+    }
+    if (error) {
+        request_stop(st.top.id);
+        (void)mon->rx.recv();
+        throw std::runtime_error("smarm-server: " + *error);
+    }
+}
+
+socket_address application::http_address() const {
+    std::lock_guard g(st_->mu);
+    return st_->addresses[static_cast<int>(listener::http)];
+}
+
+socket_address application::admin_address() const {
+    std::lock_guard g(st_->mu);
+    return st_->addresses[static_cast<int>(listener::admin)];
+}
+
+void application::stop_on_signals() {
+    std::shared_ptr<http::server> srv;
+    {
+        std::lock_guard g(st_->mu);
+        st_->signals = true;
+        srv = st_->servers[static_cast<int>(listener::http)];
+    }
+    if (srv) srv->stop_on_signals();
+}
+
+void application::stop() {
+    std::shared_ptr<http::server> srv;
+    {
+        std::lock_guard g(st_->mu);
+        st_->stopping = true;
+        srv = st_->servers[static_cast<int>(listener::http)];
+    }
+    // Between restarts nobody serves: end at once (the restarting child
+    // sees `stopping` and stops its new server itself).
+    if (srv)
+        srv->stop();
+    else
+        (void)st_->ended_tx.send(0);
+}
+
+bool application::ready() const {
+    return !st_->not_ready();
+}
+
+int application::wait() {
+    auto& st = *st_;
+    auto mon = monitor(st.top.id);
+    if (select({st.ended_rx, mon.rx}) == 0) {
+        // The public server has stopped: the rest of the tree goes too.
+        request_stop(st.top.id);
+    }
+    auto d = mon.rx.recv();
+    if (d && d->reason == down_reason::panic) {
+        std::string why = "the top supervisor ended";
+        if (d->error) try {
+                std::rethrow_exception(d->error);
+            } catch (const std::exception& e) {
+                why = e.what();
+            } catch (...) {
+            }
+        spdlog::critical("smarm-server: {}", why);
+        return 1;
+    }
+    return 0;
+}
+
+const supervisor_ref& application::top() const {
+    return st_->top;
+}
+
+metrics::exporter& application::metrics() {
+    return st_->metrics;
+}
+
+}  // namespace smarm::services

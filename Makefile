@@ -11,7 +11,7 @@ CTEST_ARGS ?=
 
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
-                  libgmock-dev libbenchmark-dev spin python3
+                  libgmock-dev libbenchmark-dev spin python3 gnuplot-nox
 # Only `make bench` needs the Go peers and strace.
 BENCH_PACKAGES := golang-go strace
 

@@ -1,0 +1,334 @@
+// smarm-load: the histogram, scenarios, URLs, and runs against real servers
+// on loopback (an in-process smarm server, raw sockets for misbehaviour).
+
+#include <smarm/net.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+#include "http_support.hpp"
+#include "load.hpp"
+
+using namespace http_test;
+namespace load = smarm::load;
+
+namespace {
+
+// ---- histogram ----------------------------------------------------------------
+
+TEST(LoadHistogram, BucketsAreContiguousAndBoundTheRelativeError) {
+    for (std::size_t i = 0; i + 1 < load::bucket_count; ++i) {
+        const auto lo = load::bucket_low(i);
+        const auto w = load::bucket_width(i);
+        ASSERT_EQ(load::bucket_of(lo), i);
+        ASSERT_EQ(load::bucket_of(lo + w - 1), i);
+        ASSERT_EQ(load::bucket_low(i + 1), lo + w) << i;  // no gap, no overlap
+        // A bucket is narrower than 2^-sub_bits of its values.
+        ASSERT_LE(static_cast<double>(w - 1), static_cast<double>(lo) / (1 << load::sub_bits));
+    }
+    EXPECT_EQ(load::bucket_of(~std::uint64_t{0}), load::bucket_count - 1);
+}
+
+TEST(LoadHistogram, PercentilesOfAKnownDistribution) {
+    load::histogram h;
+    for (std::uint64_t v = 1; v <= 100000; ++v)
+        h.record(v * 1000);  // 1 us .. 100 ms, uniform
+    EXPECT_EQ(h.count(), 100000u);
+    EXPECT_EQ(h.max(), 100000u * 1000);
+    EXPECT_EQ(h.min(), 1000u);
+    for (double p : {1.0, 50.0, 90.0, 99.0, 99.9}) {
+        const double want = p / 100 * 1e8;
+        EXPECT_NEAR(static_cast<double>(h.percentile(p)), want, want / 100) << p;
+    }
+    EXPECT_EQ(h.percentile(100), h.max());
+    EXPECT_NEAR(h.mean(), 50000.5 * 1000, 1);
+}
+
+TEST(LoadHistogram, LiveHistogramsMergeExactly) {
+    load::live_histogram a, b;
+    load::histogram direct;
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 50000; ++i) {
+        const std::uint64_t v = rng() % 10'000'000;
+        (i % 2 ? a : b).record(v);
+        direct.record(v);
+    }
+    load::histogram merged;
+    a.merge_into(merged);
+    b.merge_into(merged);
+    EXPECT_EQ(merged.count(), direct.count());
+    EXPECT_EQ(merged.counts(), direct.counts());
+    EXPECT_EQ(merged.max(), direct.max());
+    EXPECT_EQ(merged.percentile(99.9), direct.percentile(99.9));
+}
+
+// ---- scenarios and URLs ----------------------------------------------------------
+
+TEST(LoadScenario, RendersTokensBodiesAndHeaders) {
+    auto s = load::scenario::from_yaml(R"(
+requests:
+  - name: write
+    method: PUT
+    path: /kv/k{random:10}/{conn}/{seq}
+    body: {min: 3, max: 5}
+    headers: {Content-Type: text/plain}
+)",
+                                       "test");
+    std::mt19937_64 rng(1);
+    std::string out;
+    s.render(0, rng, 42, 7, "h:1", false, out);
+    EXPECT_EQ(out.rfind("PUT /kv/k", 0), 0u) << out;
+    EXPECT_NE(out.find("/7/42 HTTP/1.1\r\nHost: h:1\r\nContent-Type: text/plain\r\n"),
+              std::string::npos)
+        << out;
+    const auto cl = out.find("Content-Length: ");
+    ASSERT_NE(cl, std::string::npos);
+    const auto n = std::stoul(out.substr(cl + 16));
+    EXPECT_GE(n, 3u);
+    EXPECT_LE(n, 5u);
+    EXPECT_EQ(out.size() - (out.find("\r\n\r\n") + 4), n);
+    EXPECT_FALSE(s.is_fixed());
+    s.render(0, rng, 0, 0, "h", true, out);
+    EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST(LoadScenario, WeightsAreHonoured) {
+    auto s = load::scenario::from_yaml(
+        "requests:\n  - {weight: 9, path: /a}\n  - {weight: 1, path: /b}\n", "t");
+    std::mt19937_64 rng(3);
+    int a = 0;
+    for (int i = 0; i < 100000; ++i)
+        a += s.pick(rng) == 0;
+    EXPECT_NEAR(a, 90000, 1500);
+    EXPECT_EQ(s.requests()[1].name, "GET /b");
+}
+
+TEST(LoadScenario, ErrorsNameTheEntryAndTheKey) {
+    auto msg = [](const std::string& yaml) {
+        try {
+            (void)load::scenario::from_yaml(yaml, "f.yaml");
+        } catch (const load::scenario_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(msg("requests:\n  - {path: /a, colour: red}\n"),
+              "scenario f.yaml: requests[0]: unknown key \"colour\" (allowed: name, weight, "
+              "method, path, body, headers)");
+    EXPECT_EQ(msg("requests:\n  - {path: /a}\n  - {path: '/b/{rnd:3}'}\n"),
+              "scenario f.yaml: requests[1]: path \"/b/{rnd:3}\": unknown token {rnd:3} "
+              "(allowed: {random:N}, {seq}, {conn})");
+    EXPECT_EQ(msg("requests:\n  - {path: /a, weight: -1}\n"),
+              "scenario f.yaml: requests[0].weight: \"-1\" is not a non-negative integer");
+    EXPECT_EQ(msg("requests:\n  - {path: /a, body: {min: 9, max: 2}}\n"),
+              "scenario f.yaml: requests[0].body: min > max");
+    EXPECT_EQ(msg("requests: []\n"), "scenario f.yaml: needs a non-empty list \"requests\"");
+    EXPECT_EQ(msg("requests:\n  - {method: GET}\n"), "scenario f.yaml: requests[0]: needs a path");
+    EXPECT_NE(msg("requests: [").find("scenario f.yaml: "), std::string::npos);
+}
+
+TEST(LoadUrl, ParsesAndRejects) {
+    auto t = load::parse_url("http://127.0.0.1:8080/plaintext?x=1");
+    EXPECT_EQ(t.host, "127.0.0.1");
+    EXPECT_EQ(t.port, 8080);
+    EXPECT_EQ(t.path, "/plaintext?x=1");
+    EXPECT_EQ(t.host_header, "127.0.0.1:8080");
+    auto v6 = load::parse_url("http://[::1]:81");
+    EXPECT_EQ(v6.host, "::1");
+    EXPECT_EQ(v6.port, 81);
+    EXPECT_EQ(v6.path, "/");
+    EXPECT_EQ(load::parse_url("http://example").port, 80);
+    EXPECT_THROW(load::parse_url("https://x/"), std::invalid_argument);
+    EXPECT_THROW(load::parse_url("ftp://x/"), std::invalid_argument);
+    EXPECT_THROW(load::parse_url("http://x:0/"), std::invalid_argument);
+    EXPECT_THROW(load::parse_url("http://x:99999/"), std::invalid_argument);
+    EXPECT_THROW(load::parse_url("http:///"), std::invalid_argument);
+}
+
+// ---- runs ------------------------------------------------------------------------
+
+load::options quick(std::uint16_t port, const std::string& path) {
+    load::options o;
+    o.to = load::parse_url("http://127.0.0.1:" + std::to_string(port) + path);
+    o.mix = load::scenario::single("GET", o.to.path, 0, {});
+    o.connections = 4;
+    o.duration = 300ms;
+    o.timeout = 2s;
+    return o;
+}
+
+http::router counting_routes(std::atomic<std::uint64_t>& served) {
+    http::router r;
+    r.get("/ok", [&served](http::request&) {
+        served.fetch_add(1);
+        return http::response(http::status::ok, "hello");
+    });
+    r.get("/fail",
+          [](http::request&) { return http::response(http::status::internal_server_error, "no"); });
+    r.put("/kv/{k}", [&served](http::request&) {
+        served.fetch_add(1);
+        return http::response(http::status::created, "");
+    });
+    return r;
+}
+
+TEST(LoadRun, ClosedLoopKeepAliveCountsEveryResponse) {
+    std::atomic<std::uint64_t> served{0};
+    with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {
+        auto r = load::run(quick(port, "/ok"));
+        EXPECT_GT(r.requests, 0u);
+        EXPECT_EQ(r.error_total(), 0u);
+        EXPECT_EQ(r.statuses[200], r.requests);
+        EXPECT_EQ(r.latency.count(), r.requests);
+        EXPECT_EQ(r.connects, 4u);  // keep-alive: one connection each
+        // Every counted response was served (requests in flight at the end
+        // were served but not counted).
+        EXPECT_GE(served.load(), r.requests);
+        EXPECT_LE(served.load(), r.requests + 4);
+    });
+}
+
+TEST(LoadRun, ConnectionPerRequestOpensOneConnectionPerResponse) {
+    std::atomic<std::uint64_t> served{0};
+    with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/ok");
+        o.keep_alive = false;
+        auto r = load::run(o);
+        EXPECT_GT(r.requests, 0u);
+        EXPECT_EQ(r.error_total(), 0u);
+        EXPECT_GE(r.connects, r.requests);
+        EXPECT_LE(r.connects, r.requests + 4);
+    });
+}
+
+TEST(LoadRun, OpenLoopNeverExceedsItsSchedule) {
+    std::atomic<std::uint64_t> served{0};
+    with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/ok");
+        o.rate = 200;  // 60 requests in 300 ms at most
+        o.warmup = 100ms;
+        auto r = load::run(o);
+        EXPECT_GT(r.requests, 0u);
+        EXPECT_LE(served.load(), 80u);  // the schedule over warm-up + run
+        EXPECT_LE(r.requests, 61u);
+    });
+}
+
+TEST(LoadRun, StatusesAndScenarioEntriesAreCounted) {
+    std::atomic<std::uint64_t> served{0};
+    with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/");
+        o.mix = load::scenario::from_yaml(R"(
+requests:
+  - {name: ok, path: /ok}
+  - {name: fail, path: /fail}
+  - {name: put, method: PUT, path: '/kv/{random:5}', body: {size: 10}}
+)",
+                                          "t");
+        auto r = load::run(o);
+        EXPECT_GT(r.statuses[200], 0u);
+        EXPECT_GT(r.statuses[500], 0u);
+        EXPECT_GT(r.statuses[201], 0u);
+        EXPECT_EQ(r.by_request["ok"], r.statuses[200]);
+        EXPECT_EQ(r.by_request["fail"], r.statuses[500]);
+        EXPECT_EQ(r.by_request["put"], r.statuses[201]);
+        EXPECT_EQ(r.bad_statuses(), r.statuses[500]);
+    });
+}
+
+TEST(LoadRun, RefusedConnectionsAreErrorsNotACrash) {
+    smarm_test::run([] {
+        std::uint16_t port;
+        {
+            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+            port = l.local_address().port();
+        }  // closed: connects are refused
+        auto r = load::run(quick(port, "/"));
+        EXPECT_EQ(r.requests, 0u);
+        EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::connect)], 0u);
+    });
+}
+
+/// A raw server answering every request with `reply`, then closing when
+/// `close_after` is set.
+void raw_server(smarm::tcp_listener& l, std::string reply, bool close_after) {
+    for (;;) {
+        auto c = std::make_shared<smarm::tcp_stream>(l.accept());
+        smarm::spawn([c, reply, close_after] {
+            char b[4096];
+            try {
+                for (;;) {
+                    std::string got;
+                    while (got.find("\r\n\r\n") == std::string::npos) {
+                        auto n = c->read_some(b, sizeof b);
+                        if (n == 0) return;
+                        got.append(b, n);
+                    }
+                    c->write_all(reply.data(), reply.size());
+                    if (close_after) return;
+                }
+            } catch (const std::system_error&) {
+            }
+        }).detach();
+    }
+}
+
+TEST(LoadRun, BodyToEofChunkedAndTruncatedResponses) {
+    smarm_test::run([] {
+        struct case_t {
+            std::string reply;
+            bool close;
+            bool ok;
+        };
+        const case_t cases[] = {
+            {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody until eof", true, true},
+            {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false,
+             true},
+            {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", true, false},
+            {"garbage\r\n\r\n", true, false},
+        };
+        for (const auto& c : cases) {
+            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+            const auto port = l.local_address().port();
+            auto h = smarm::spawn([&] { raw_server(l, c.reply, c.close); });
+            auto r = load::run(quick(port, "/"));
+            if (c.ok) {
+                EXPECT_GT(r.requests, 0u) << c.reply;
+                EXPECT_EQ(r.error_total(), 0u) << c.reply;
+            } else {
+                EXPECT_EQ(r.requests, 0u) << c.reply;
+                EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::read)] +
+                              r.errors[static_cast<std::size_t>(load::error_kind::parse)],
+                          0u)
+                    << c.reply;
+            }
+            smarm::request_stop(h.id());
+            (void)h.join();
+        }
+    });
+}
+
+TEST(LoadReport, TextAndJsonCarryTheNumbers) {
+    load::options o = quick(1, "/x");
+    load::report r;
+    r.requests = 3;
+    r.seconds = 1.5;
+    r.latency.record(1000);
+    r.latency.record(2000);
+    r.latency.record(3000);
+    r.statuses[200] = 3;
+    r.errors[static_cast<std::size_t>(load::error_kind::timeout)] = 2;
+    auto text = load::format_report(o, r);
+    EXPECT_NE(text.find("3 in 1.50 s = 2.0 req/s"), std::string::npos) << text;
+    EXPECT_NE(text.find("timeout: 2"), std::string::npos) << text;
+    EXPECT_NE(text.find("200: 3"), std::string::npos) << text;
+    auto json = load::format_json(o, r);
+    EXPECT_NE(json.find("\"requests\":3"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"timeout\":2"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"error_total\":2"), std::string::npos) << json;
+}
+
+}  // namespace

@@ -4,6 +4,9 @@
 #   make test-tsan  the suite under ThreadSanitizer
 #   make test-asan  the suite under AddressSanitizer + UBSan
 #   make bench      runtime microbenchmarks vs Go (ratios; see README)
+#   make compare    smarm-server vs nginx vs Go under smarm-load (loadtest/compare)
+#   make image      the container image (docker, else podman/buildah)
+#   make test-image build it, run it, probe /healthz and /metrics
 
 BUILD      ?= build/release
 JOBS       ?= $(shell nproc)
@@ -11,11 +14,13 @@ CTEST_ARGS ?=
 
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
-                  libgmock-dev libbenchmark-dev spin python3 gnuplot-nox
-# Only `make bench` needs the Go peers and strace.
-BENCH_PACKAGES := golang-go strace
+                  libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox
+# Only `make bench` / `make compare` need the peers and strace.
+BENCH_PACKAGES := golang-go strace nginx-light wrk
+# Only the image targets need these (podman runs without a daemon here).
+IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc
 
-.PHONY: all deps configure build run test test-tsan test-asan bench fuzz clean
+.PHONY: all deps configure build run test test-tsan test-asan bench compare fuzz image test-image clean
 
 all: build
 
@@ -53,6 +58,18 @@ bench: build
 	@./scripts/install-deps.sh $(BENCH_PACKAGES)
 	@python3 loadtest/runtime/compare.py $(BUILD)
 	@python3 loadtest/io/compare_echo.py $(BUILD)
+
+compare: build
+	@./scripts/install-deps.sh $(BENCH_PACKAGES)
+	@python3 loadtest/compare --build $(BUILD)
+
+image:
+	@./scripts/install-deps.sh $(IMAGE_PACKAGES)
+	@./scripts/image.sh build
+
+test-image:
+	@./scripts/install-deps.sh $(IMAGE_PACKAGES)
+	@./scripts/image.sh test
 
 clean:
 	@rm -rf build

@@ -17,8 +17,9 @@ APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgt
                   libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk
-# Only the image targets need these (podman runs without a daemon here).
-IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc
+# Only the image targets need these (podman runs without a daemon here;
+# prometheus scrapes the running image as compose's Prometheus would).
+IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc prometheus
 
 .PHONY: all deps configure build run test test-tsan test-asan bench compare fuzz image test-image clean
 

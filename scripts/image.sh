@@ -82,6 +82,39 @@ if [ "${engine[0]}" = podman ]; then
 fi
 "${engine[@]}" exec "$name" /bin/bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf 'GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n' >&3 && head -n1 <&3 | grep -q ' 200 '" ||
   { echo "image.sh: the health check command fails inside the container"; exit 1; }
+# What compose does, without an engine for prom/prometheus: Debian's
+# Prometheus with docker/prometheus.yml (target pointed at this container)
+# scrapes it, and promtool checks the exposition and the config.
+if command -v prometheus >/dev/null 2>&1; then
+  pdir="$(mktemp -d)"
+  sed "s/smarm:8080/127.0.0.1:$port/" docker/prometheus.yml >"$pdir/prometheus.yml"
+  promtool check config "$pdir/prometheus.yml" >/dev/null || { echo "image.sh: promtool rejects docker/prometheus.yml"; exit 1; }
+  get /metrics | sed '1,/^$/d' | promtool check metrics || { echo "image.sh: promtool rejects /metrics"; exit 1; }
+  pport="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  prometheus --config.file="$pdir/prometheus.yml" --storage.tsdb.path="$pdir/data" \
+    --web.listen-address="127.0.0.1:$pport" >"$pdir/log" 2>&1 &
+  ppid_=$!
+  up=""
+  for _ in $(seq 1 60); do
+    q="$(python3 - "$pport" <<'PY' 2>/dev/null || true
+import json, sys, urllib.request
+r = json.load(urllib.request.urlopen(
+    "http://127.0.0.1:%s/api/v1/query?query=up%%7Bjob%%3D%%22smarm%%22%%7D" % sys.argv[1], timeout=2))
+res = r["data"]["result"]
+print(res[0]["value"][1] if res else "")
+PY
+)"
+    if [ "$q" = "1" ]; then up=1; break; fi
+    sleep 0.5
+  done
+  kill "$ppid_" 2>/dev/null || true
+  wait "$ppid_" 2>/dev/null || true
+  [ -n "$up" ] || { echo "image.sh: Prometheus never scraped the container"; cat "$pdir/log"; rm -rf "$pdir"; exit 1; }
+  rm -rf "$pdir"
+  echo "image.sh: Prometheus (docker/prometheus.yml) scrapes it: up{job=\"smarm\"} = 1"
+else
+  echo "image.sh: prometheus not installed: the scrape check is skipped"
+fi
 "${engine[@]}" stop -t 20 "$name" >/dev/null
 code="$("${engine[@]}" inspect --format '{{.State.ExitCode}}' "$name")"
 [ "$code" = "0" ] || { echo "image.sh: exit status $code after SIGTERM"; "${engine[@]}" logs "$name"; exit 1; }

@@ -13,6 +13,9 @@
 #include <thread>
 
 #include <sched.h>
+#if SMARM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -527,6 +530,13 @@ spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align, con
             throw;
         }
     }
+#if SMARM_ASAN
+    // A reused stack (pool or scheduler cache) still carries the shadow
+    // poison of its last actor's frames: a finished actor switches away
+    // without returning through them. The task placed at the top would read
+    // as an overflow (seen once a supervisor's child closure grew).
+    ASAN_UNPOISON_MEMORY_REGION(st.bottom(), st.usable());
+#endif
     // The task object lives at the top of the new stack; the fiber's frames
     // start just below it.
     std::size_t a = std::max<std::size_t>(align, 16);

@@ -115,6 +115,10 @@ void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, 
         std::lock_guard g(st->mu);
         st->conns.emplace(id, server::state::conn{self_pid(), &idle});
     }
+    // Counted here, not by the listener after start_child returns: the
+    // connection may be served and its client gone before the listener
+    // runs again (stats() lagged a served connection under ASan).
+    st->sh.accepted.fetch_add(1, std::memory_order_relaxed);
     st->sh.active.fetch_add(1, std::memory_order_relaxed);
     struct leave {
         server::state& st;
@@ -172,7 +176,6 @@ void listen_loop(const std::shared_ptr<server::state>& st) {
                         restart_policy::temporary};
         try {
             (void)start_child(st->sup, std::move(spec));
-            st->sh.accepted.fetch_add(1, std::memory_order_relaxed);
         } catch (const std::runtime_error&) {
             st->sh.rejected.fetch_add(1, std::memory_order_relaxed);
             reject(*shared_conn, st->sh.cfg);

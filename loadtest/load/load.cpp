@@ -433,7 +433,8 @@ std::string format_report(const options& o, const report& r) {
         << (o.mix.requests().size() == 1
                 ? o.mix.requests().front().name.substr(o.mix.requests().front().method.size() + 1)
                 : std::string(" (scenario)"))
-        << ", " << o.connections << " connections, " << o.threads << " threads, "
+        << ", " << o.connections << (o.connections == 1 ? " connection, " : " connections, ")
+        << o.threads << (o.threads == 1 ? " thread, " : " threads, ")
         << (o.rate > 0 ? "open loop at " + std::to_string(static_cast<long long>(o.rate)) + " req/s"
                        : std::string("closed loop"))
         << ", " << (o.keep_alive ? "keep-alive" : "a connection per request") << ", "

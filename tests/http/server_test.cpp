@@ -459,10 +459,15 @@ TEST(HttpServer, GracefulStopFinishesInFlightRequestsAndRefusesNewConnections) {
     auto cfg = test_config();
     cfg.drain_timeout = 20s;
     std::atomic<int> in_handler{0};
+    // Handlers hold until the test has stopped the server: every request is
+    // in flight at the stop however slowly they arrived (a fixed sleep let
+    // early ones finish first under TSan).
+    std::atomic<bool> release{false};
     auto routes = test_routes();
     routes.get("/inflight", [&](http::request&) {
         in_handler.fetch_add(1);
-        smarm::sleep(300ms);
+        while (!release.load())
+            smarm::sleep(1ms);
         return http::response(http::status::ok, "slow");
     });
     with_server(cfg, std::move(routes), [&](http::server& srv, std::uint16_t port) {
@@ -492,6 +497,7 @@ TEST(HttpServer, GracefulStopFinishesInFlightRequestsAndRefusesNewConnections) {
         srv.stop();
         EXPECT_TRUE(idle.closed_by_peer(5s));
         EXPECT_THROW((void)smarm::tcp_stream::connect("127.0.0.1", port, 2s), std::system_error);
+        release.store(true);
         for (auto& h : hs)
             h.join();
         srv.wait();

@@ -217,6 +217,33 @@ TEST(LoadRun, OpenLoopNeverExceedsItsSchedule) {
     });
 }
 
+TEST(LoadRun, OpenLoopChargesAStallToTheRequestsItDelayed) {
+    // One connection at 100 req/s; the server stalls 300 ms on request 5.
+    // The ~30 requests whose send times fell inside the stall are measured
+    // from when they should have gone out, so many samples are slow; a
+    // loop that timed from the actual send would see one slow sample.
+    http::router r;
+    r.get("/stall/{n}", [](http::request& req) {
+        if (req.param("n").value_or("") == "5") smarm::sleep(300ms);
+        return http::response(http::status::ok, "x");
+    });
+    with_server({}, std::move(r), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/stall/{seq}");
+        o.mix = load::scenario::single("GET", "/stall/{seq}", 0, {});
+        o.connections = 1;
+        o.rate = 100;
+        o.duration = 1s;
+        auto rep = load::run(o);
+        EXPECT_EQ(rep.error_total(), 0u);
+        EXPECT_GE(rep.latency.max(), 300'000'000u);
+        std::uint64_t slow = 0;  // samples of 100 ms or more
+        const auto& counts = rep.latency.counts();
+        for (std::size_t i = load::bucket_of(100'000'000); i < counts.size(); ++i)
+            slow += counts[i];
+        EXPECT_GE(slow, 10u) << "open-loop latency must include the wait behind the stall";
+    });
+}
+
 TEST(LoadRun, StatusesAndScenarioEntriesAreCounted) {
     std::atomic<std::uint64_t> served{0};
     with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
+#include <list>
+#include <unordered_map>
 #include <utility>
 
 namespace smarm {
@@ -39,9 +42,22 @@ class supervisor_state {
     supervisor_state(supervisor_options o, receiver<down> downs, sender<down> downs_tx)
         : opts_(o), downs_(std::move(downs)), downs_tx_(std::move(downs_tx)) {}
 
-    std::vector<child> children;
+    // Children in start order (a list: erasing a temporary child is O(1)),
+    // and the running ones by monitor id, so a down costs O(1) however many
+    // siblings there are (a connection supervisor has thousands).
+    using child_list = std::list<child>;
+    child_list children;
 
-    void start(child& c) {
+    /// Appends a child and starts it.
+    child_list::iterator add(child_spec spec) {
+        children.push_back(child{std::move(spec), pid{}, 0, false});
+        auto it = std::prev(children.end());
+        start(it);
+        return it;
+    }
+
+    void start(child_list::iterator it) {
+        child& c = *it;
         auto [ack_tx, ack_rx] = channel<int>();
         {
             // no_preempt: the child must not run (spawn is work-first)
@@ -64,6 +80,7 @@ class supervisor_state {
             c.id = h.id();
             c.monitor = monitor(c.id, downs_tx_);
             c.running = true;
+            running_by_monitor_.emplace(c.monitor, it);
             h.detach();
         }
         // Children start in order: wait until this one runs (OTP's init ack).
@@ -77,12 +94,15 @@ class supervisor_state {
         const std::uint64_t id = c.monitor;
         (void)downs_.recv_match([id](const down& d) { return d.monitor_id == id; });
         c.running = false;
+        running_by_monitor_.erase(id);
     }
 
-    void stop_all_reverse(std::size_t from = 0) {
-        for (std::size_t i = children.size(); i-- > from;)
-            stop(children[i]);
+    /// Stops the children from `from` to the end, last first.
+    void stop_all_reverse(child_list::iterator from) {
+        for (auto it = children.end(); it != from;)
+            stop(*--it);
     }
+    void stop_all_reverse() { stop_all_reverse(children.begin()); }
 
     // Records a restart; false when the intensity is exceeded.
     bool note_restart() {
@@ -96,10 +116,10 @@ class supervisor_state {
     }
 
     void on_down(const down& d) {
-        auto it = std::find_if(children.begin(), children.end(), [&](const child& c) {
-            return c.running && c.monitor == d.monitor_id;
-        });
-        if (it == children.end()) return;
+        auto found = running_by_monitor_.find(d.monitor_id);
+        if (found == running_by_monitor_.end()) return;
+        const auto it = found->second;
+        running_by_monitor_.erase(found);
         it->running = false;
         const bool abnormal = d.reason == down_reason::panic || d.reason == down_reason::stopped;
         const auto policy = it->spec.restart;
@@ -116,28 +136,24 @@ class supervisor_state {
                 std::to_string(restarts_.size()) + " times within the " +
                 "restart period (max_restarts = " + std::to_string(opts_.max_restarts) + ")");
         }
-        const std::size_t i = static_cast<std::size_t>(it - children.begin());
         switch (opts_.strategy) {
             case restart_strategy::one_for_one:
-                start(children[i]);
+                start(it);
                 break;
             case restart_strategy::one_for_all:
                 stop_all_reverse();
-                for (auto& c : children)
-                    start(c);
+                for (auto k = children.begin(); k != children.end(); ++k)
+                    start(k);
                 break;
             case restart_strategy::rest_for_one:
-                stop_all_reverse(i + 1);
-                for (std::size_t k = i; k < children.size(); ++k)
-                    start(children[k]);
+                stop_all_reverse(std::next(it));
+                for (auto k = it; k != children.end(); ++k)
+                    start(k);
                 break;
         }
     }
 
-    std::size_t running() const {
-        return static_cast<std::size_t>(std::count_if(children.begin(), children.end(),
-                                                      [](const child& c) { return c.running; }));
-    }
+    std::size_t running() const { return running_by_monitor_.size(); }
 
     receiver<down>& downs() { return downs_; }
     const supervisor_options& options() const { return opts_; }
@@ -147,6 +163,7 @@ class supervisor_state {
     receiver<down> downs_;
     sender<down> downs_tx_;
     std::deque<std::chrono::steady_clock::time_point> restarts_;
+    std::unordered_map<std::uint64_t, child_list::iterator> running_by_monitor_;
 };
 
 }  // namespace
@@ -156,10 +173,8 @@ void supervise(supervisor_options opts, std::vector<child_spec> specs,
     auto [dtx, drx] = channel<down>();
     supervisor_state st(opts, std::move(drx), std::move(dtx));
     try {
-        for (auto& s : specs) {
-            st.children.push_back(child{std::move(s), pid{}, 0, false});
-            st.start(st.children.back());
-        }
+        for (auto& s : specs)
+            (void)st.add(std::move(s));
         if (started) started();
         bool control_open = true;
         for (;;) {
@@ -183,9 +198,8 @@ void supervise(supervisor_options opts, std::vector<child_spec> specs,
                                         ") reached; child \"" + r->spec.id + "\" refused");
                     continue;
                 }
-                st.children.push_back(child{std::move(r->spec), pid{}, 0, false});
-                st.start(st.children.back());
-                (void)r->reply.send(st.children.back().id);
+                auto it = st.add(std::move(r->spec));
+                (void)r->reply.send(it->id);
             } else if (auto* c = std::get_if<count_req>(&*m.value)) {
                 (void)c->reply.send(children_count{st.children.size(), st.running()});
             } else if (auto* w = std::get_if<which_req>(&*m.value)) {

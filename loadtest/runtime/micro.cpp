@@ -17,6 +17,7 @@
 #include <smarm/gen_server.hpp>
 #include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
+#include <smarm/supervisor.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -290,8 +291,40 @@ void BM_send_direct_vs_named(benchmark::State& state) {
     state.counters["named_ns"] = named;
 }
 
+// A dynamic supervisor's per-child cost (start_child, the child ends, its
+// down is handled) with `range(0)` long-lived siblings: what a connection
+// supervisor pays per connection with that many connections open.
+void BM_supervisor_churn(benchmark::State& state) {
+    smarm::runtime rt(cfg(1));
+    const auto siblings = static_cast<int>(state.range(0));
+    constexpr int n = 20'000;
+    double ns = 0;
+    for (auto _ : state) {
+        rt.run([&] {
+            auto sup = smarm::start_supervisor({}, {});
+            auto park = [] {
+                for (;;)
+                    smarm::sleep(std::chrono::hours(1));
+            };
+            for (int i = 0; i < siblings; ++i)
+                (void)smarm::start_child(sup, {"idle", park, smarm::restart_policy::temporary});
+            auto brief = smarm::child_spec{"brief", [] {}, smarm::restart_policy::temporary};
+            auto t0 = steady::now();
+            for (int i = 0; i < n; ++i)
+                (void)smarm::start_child(sup, brief);
+            // Every brief child's down handled: only the siblings remain.
+            while (smarm::count_children(sup).specs != static_cast<std::size_t>(siblings))
+                smarm::yield_now();
+            ns = ms_since(t0) * 1e6 / n;
+            smarm::request_stop(sup.id);
+        });
+    }
+    state.counters["ns_per_child"] = ns;
+}
+
 }  // namespace
 
+BENCHMARK(BM_supervisor_churn)->Arg(0)->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_gen_server_call)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_send_direct_vs_named)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_skynet_1M)->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -244,7 +244,6 @@ void drive(run_state& rs, conn_stats& cs, std::size_t index) {
             which = o.mix.pick(rng);
             o.mix.render(which, rng, seq, index, o.to.host_header, !o.keep_alive, req);
         }
-        if (!open_loop) intended = clock::now();
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
             s.write_all(req.data(), req.size(), left_until(deadline));
@@ -430,9 +429,8 @@ constexpr double k_percentiles[] = {50, 75, 90, 99, 99.9, 99.99};
 std::string format_report(const options& o, const report& r) {
     std::ostringstream out;
     out << "smarm-load: http://" << o.to.host_header
-        << (o.mix.requests().size() == 1
-                ? o.mix.requests().front().name.substr(o.mix.requests().front().method.size() + 1)
-                : std::string(" (scenario)"))
+        << (o.mix.requests().size() == 1 ? o.mix.requests().front().path_text
+                                         : std::string(" (scenario)"))
         << ", " << o.connections << (o.connections == 1 ? " connection, " : " connections, ")
         << o.threads << (o.threads == 1 ? " thread, " : " threads, ")
         << (o.rate > 0 ? "open loop at " + std::to_string(static_cast<long long>(o.rate)) + " req/s"

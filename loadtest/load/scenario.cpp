@@ -69,6 +69,7 @@ scenario scenario::single(std::string method, const std::string& path, std::uint
     scenario s;
     request_template t;
     t.method = std::move(method);
+    t.path_text = path;
     t.path = parse_path(path);
     t.name = t.method + " " + path;
     t.body_min = t.body_max = body_size;
@@ -107,7 +108,6 @@ scenario scenario::from_yaml(const std::string& text, const std::string& origin)
             "scenario " + origin + ": requests[" + std::to_string(idx++) + "]";
         if (!r.IsMap()) throw scenario_error(where + ": must be a map");
         request_template t;
-        std::string path;
         try {
             for (auto it = r.begin(); it != r.end(); ++it) {
                 const auto key = it->first.as<std::string>();
@@ -124,8 +124,8 @@ scenario scenario::from_yaml(const std::string& text, const std::string& origin)
                         throw scenario_error(where + ".method: \"" + t.method +
                                              "\" is not an upper-case token");
                 } else if (key == "path") {
-                    path = v.as<std::string>();
-                    t.path = parse_path(path);
+                    t.path_text = v.as<std::string>();
+                    t.path = parse_path(t.path_text);
                 } else if (key == "body") {
                     if (!v.IsMap()) throw scenario_error(where + ".body: must be a map");
                     if (v["size"]) {
@@ -159,7 +159,7 @@ scenario scenario::from_yaml(const std::string& text, const std::string& origin)
         }
         if (t.path.empty()) throw scenario_error(where + ": needs a path");
         if (t.weight == 0) throw scenario_error(where + ".weight: must be at least 1");
-        if (t.name.empty()) t.name = t.method + " " + path;
+        if (t.name.empty()) t.name = t.method + " " + t.path_text;
         s.reqs_.push_back(std::move(t));
     }
     s.finish();

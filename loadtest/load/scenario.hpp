@@ -44,6 +44,7 @@ struct request_template {
     std::string name;
     std::uint64_t weight = 1;
     std::string method = "GET";
+    std::string path_text;  ///< the template as written
     std::vector<path_piece> path;
     std::vector<std::pair<std::string, std::string>> headers;
     std::uint64_t body_min = 0, body_max = 0;  // uniform in [min, max]

@@ -352,6 +352,10 @@ TEST(LoadReport, TextAndJsonCarryTheNumbers) {
     EXPECT_NE(text.find("3 in 1.50 s = 2.0 req/s"), std::string::npos) << text;
     EXPECT_NE(text.find("timeout: 2"), std::string::npos) << text;
     EXPECT_NE(text.find("200: 3"), std::string::npos) << text;
+    // The header names the path as written, whatever the entry is called.
+    o.mix = load::scenario::from_yaml("requests:\n  - {name: plaintext, path: /plaintext}\n", "t");
+    EXPECT_EQ(load::format_report(o, r).rfind("smarm-load: http://127.0.0.1:1/plaintext, ", 0), 0u)
+        << load::format_report(o, r);
     auto json = load::format_json(o, r);
     EXPECT_NE(json.find("\"requests\":3"), std::string::npos) << json;
     EXPECT_NE(json.find("\"timeout\":2"), std::string::npos) << json;

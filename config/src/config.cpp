@@ -10,7 +10,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <initializer_list>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 namespace smarm::config {
 
@@ -286,60 +289,59 @@ void check(const settings& s) {
 
 }  // namespace
 
-std::chrono::nanoseconds parse_duration(const std::string& text) {
+namespace {
+
+struct unit {
+    std::string_view name;
+    std::uint64_t mult;
+};
+
+/// "<digits>[ ]<unit>" -> digits x the unit's multiplier, at most `max`.
+/// Throws std::invalid_argument: "not a <what>", "unknown unit", `too_big`.
+std::uint64_t parse_scaled(const std::string& text, std::initializer_list<unit> units,
+                           std::uint64_t max, const char* what, const char* too_big) {
     std::string t = trim(text);
     std::size_t i = 0;
     while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])))
         ++i;
-    if (i == 0) throw std::invalid_argument("not a duration");
-    std::uint64_t n = parse_u64(t.substr(0, i));
-    std::string unit = trim(t.substr(i));
-    std::uint64_t mult;
-    if (unit.empty() || unit == "s")
-        mult = 1'000'000'000;
-    else if (unit == "ms")
-        mult = 1'000'000;
-    else if (unit == "us")
-        mult = 1'000;
-    else if (unit == "ns")
-        mult = 1;
-    else if (unit == "m")
-        mult = 60'000'000'000;
-    else if (unit == "h")
-        mult = 3'600'000'000'000;
-    else
-        throw std::invalid_argument("unknown unit");
-    if (n > static_cast<std::uint64_t>(INT64_MAX) / mult) throw std::invalid_argument("too long");
-    return std::chrono::nanoseconds(static_cast<std::int64_t>(n * mult));
+    if (i == 0) throw std::invalid_argument(std::string("not a ") + what);
+    const std::uint64_t n = parse_u64(t.substr(0, i));
+    const std::string u = trim(t.substr(i));
+    for (const auto& [name, mult] : units) {
+        if (u != name) continue;
+        if (n > max / mult) throw std::invalid_argument(too_big);
+        return n * mult;
+    }
+    throw std::invalid_argument("unknown unit");
+}
+
+}  // namespace
+
+std::chrono::nanoseconds parse_duration(const std::string& text) {
+    // A bare number is seconds.
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(
+        parse_scaled(text,
+                     {{"", 1'000'000'000},
+                      {"s", 1'000'000'000},
+                      {"ms", 1'000'000},
+                      {"us", 1'000},
+                      {"ns", 1},
+                      {"m", 60'000'000'000},
+                      {"h", 3'600'000'000'000}},
+                     static_cast<std::uint64_t>(INT64_MAX), "duration", "too long")));
 }
 
 std::uint64_t parse_size(const std::string& text) {
-    std::string t = trim(text);
-    std::size_t i = 0;
-    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])))
-        ++i;
-    if (i == 0) throw std::invalid_argument("not a size");
-    std::uint64_t n = parse_u64(t.substr(0, i));
-    std::string unit = trim(t.substr(i));
-    std::uint64_t mult;
-    if (unit.empty() || unit == "B")
-        mult = 1;
-    else if (unit == "KiB")
-        mult = 1ull << 10;
-    else if (unit == "MiB")
-        mult = 1ull << 20;
-    else if (unit == "GiB")
-        mult = 1ull << 30;
-    else if (unit == "KB")
-        mult = 1000;
-    else if (unit == "MB")
-        mult = 1000 * 1000;
-    else if (unit == "GB")
-        mult = 1000 * 1000 * 1000;
-    else
-        throw std::invalid_argument("unknown unit");
-    if (n > UINT64_MAX / mult) throw std::invalid_argument("too large");
-    return n * mult;
+    return parse_scaled(text,
+                        {{"", 1},
+                         {"B", 1},
+                         {"KiB", 1ull << 10},
+                         {"MiB", 1ull << 20},
+                         {"GiB", 1ull << 30},
+                         {"KB", 1000},
+                         {"MB", 1000 * 1000},
+                         {"GB", 1000 * 1000 * 1000}},
+                        UINT64_MAX, "size", "too large");
 }
 
 const std::vector<key_info>& keys() {

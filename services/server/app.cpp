@@ -78,6 +78,22 @@ http::server_config http_config_from(const config::settings& s) {
 
 enum class listener { http, admin };
 
+namespace {
+
+/// The message of a failure's exception, if it has one.
+std::optional<std::string> describe(const std::exception_ptr& e) {
+    if (!e) return std::nullopt;
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 struct application::state : std::enable_shared_from_this<application::state> {
     state(config::settings cfg, std::vector<child_spec> svc)
         : s(std::move(cfg)), services(std::move(svc)) {
@@ -266,14 +282,9 @@ void application::start() {
     for (std::size_t booted = 0; booted < listeners && !error;) {
         if (select({st.boot_rx, mon->rx}) == 1) {
             auto d = mon->rx.recv();
-            error = "the supervision tree ended while starting";
-            if (d && d->error) try {
-                    std::rethrow_exception(d->error);
-                } catch (const std::exception& e) {
-                    error = *error + ": " + e.what();
-                } catch (...) {
-                }
-            throw std::runtime_error("smarm-server: " + *error);
+            std::string why = "the supervision tree ended while starting";
+            if (auto what = d ? describe(d->error) : std::nullopt) why += ": " + *what;
+            throw std::runtime_error("smarm-server: " + why);
         }
         if (auto r = st.boot_rx.try_recv(); r.value) {
             if (*r.value)
@@ -337,14 +348,8 @@ int application::wait() {
     }
     auto d = mon.rx.recv();
     if (d && d->reason == down_reason::panic) {
-        std::string why = "the top supervisor ended";
-        if (d->error) try {
-                std::rethrow_exception(d->error);
-            } catch (const std::exception& e) {
-                why = e.what();
-            } catch (...) {
-            }
-        spdlog::critical("smarm-server: {}", why);
+        spdlog::critical("smarm-server: {}",
+                         describe(d->error).value_or("the top supervisor ended"));
         return 1;
     }
     return 0;

@@ -72,9 +72,8 @@ class application {
     const supervisor_ref& top() const;
     metrics::exporter& metrics();
 
-    struct state;
-
   private:
+    struct state;
     std::shared_ptr<state> st_;
 };
 

@@ -55,20 +55,34 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
     g->uncaught = sl.eh_uncaught;
 }
 
-void after_switch_in(scheduler* s, slot& sl) noexcept {
+// Runs first thing on `sl`'s stack after any switch into it. `t.fctx` is the
+// context of whoever jumped here: the scheduler's, or (a direct switch) the
+// actor that parked in favour of `sl`, recorded in s->switched_from. That
+// actor's context is stored before park_return can make it runnable again.
+scheduler* switched_in(bctx::transfer_t t, slot& sl) noexcept {
+    auto* s = static_cast<scheduler*>(t.data);
+    slot* from = s->switched_from;
 #if SMARM_ASAN
-    __sanitizer_finish_switch_fiber(sl.asan_fake_stack, &s->asan_bottom, &s->asan_size);
-#else
-    (void)s;
+    // Only a switch from the scheduler records its stack (to switch back).
+    if (from == nullptr)
+        __sanitizer_finish_switch_fiber(sl.asan_fake_stack, &s->asan_bottom, &s->asan_size);
+    else
+        __sanitizer_finish_switch_fiber(sl.asan_fake_stack, nullptr, nullptr);
 #endif
     restore_eh(s, sl);
+    if (from == nullptr) {
+        s->ctx = t.fctx;
+    } else {
+        s->switched_from = nullptr;
+        from->ctx = t.fctx;
+        s->rt->direct_park_done(*s, *from);
+    }
+    return s;
 }
 
 [[noreturn]] void actor_entry(bctx::transfer_t t) noexcept {
-    auto* s = static_cast<scheduler*>(t.data);
-    s->ctx = t.fctx;
-    slot& sl = *s->current;
-    after_switch_in(s, sl);
+    slot& sl = *static_cast<scheduler*>(t.data)->current;
+    switched_in(t, sl);
     try {
         sl.vt->invoke(sl.task);
         sl.end_kind = exit_kind::exit;
@@ -129,27 +143,43 @@ switch_reason fiber_resume(scheduler& s, slot& sl) noexcept {
 #if SMARM_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
-    sl.ctx = t.fctx;
+    // Not necessarily `sl`: it may have parked in favour of a wake-slot
+    // actor (a direct switch), which is the one coming back now.
+    s.current->ctx = t.fctx;
     return s.why;
 }
 
 slot& fiber_suspend(switch_reason why) noexcept {
     scheduler* s = current_scheduler();
     slot& sl = *s->current;
-    s->why = why;
     save_eh(s, sl);
+    bctx::transfer_t t;
+    if (slot* next = why == switch_reason::park ? s->rt->take_direct(*s) : nullptr) {
+        // Direct switch: run the wake-slot actor on this stack's behalf
+        // without a round trip through the scheduler loop; it finishes our
+        // park (switched_in) once our context is saved.
+        s->switched_from = &sl;
 #if SMARM_ASAN
-    __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
-                                   s->asan_bottom, s->asan_size);
+        __sanitizer_start_switch_fiber(&sl.asan_fake_stack, next->stack.bottom(),
+                                       next->stack.usable());
 #endif
 #if SMARM_TSAN
-    __tsan_switch_to_fiber(s->tsan_fiber, 0);
+        __tsan_switch_to_fiber(next->tsan_fiber, 0);
 #endif
-    bctx::transfer_t t = bctx::jump_fcontext(s->ctx, nullptr);
+        t = bctx::jump_fcontext(next->ctx, s);
+    } else {
+        s->why = why;
+#if SMARM_ASAN
+        __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
+                                       s->asan_bottom, s->asan_size);
+#endif
+#if SMARM_TSAN
+        __tsan_switch_to_fiber(s->tsan_fiber, 0);
+#endif
+        t = bctx::jump_fcontext(s->ctx, s);
+    }
     // Resumed, possibly by another scheduler thread.
-    auto* s2 = static_cast<scheduler*>(t.data);
-    s2->ctx = t.fctx;
-    after_switch_in(s2, sl);
+    switched_in(t, sl);
     return sl;
 }
 

@@ -414,6 +414,7 @@ void runtime_impl::schedule_loop(scheduler& s) {
             }
         }
         s.spun = false;
+        s.direct_left = scheduler::direct_period;
         // (3) chain rule: surplus work and an idle sibling => wake one.
         if (!queue_.empty()) coord_.wake_one_if_idle();
         // (4) run it (and whoever it hands the CPU to).
@@ -435,7 +436,14 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
     if (!from_wake_slot) s.slice_end = ticks() + slice_ticks_;
     bump(s.pops);
     switch_reason why = fiber_resume(s, sl);
+    // The actor that came back: `sl`, or one it parked in favour of.
+    slot& back = *s.current;
     s.current = nullptr;
+    return after_switch(s, back, why);
+}
+
+std::uint32_t runtime_impl::after_switch(scheduler& s, slot& sl, switch_reason why) {
+    const std::uint32_t idx = sl.index;
     switch (why) {
         case switch_reason::yield:
             sl.word.yield_return();
@@ -457,6 +465,21 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
             return std::exchange(s.wake_slot, idx);
     }
     return scheduler::no_actor;
+}
+
+slot* runtime_impl::take_direct(scheduler& s) noexcept {
+    if (s.wake_slot == scheduler::no_actor || s.direct_left == 0) return nullptr;
+    --s.direct_left;
+    slot& next = *slots_.at(std::exchange(s.wake_slot, scheduler::no_actor));
+    next.word.start_running();
+    s.current = &next;
+    s.current_gen = state_word::gen_of(next.word.load());
+    bump(s.pops);
+    return &next;
+}
+
+void runtime_impl::direct_park_done(scheduler& s, slot& from) noexcept {
+    if (!from.word.park_return()) enqueue_from(&s, from.index);
 }
 
 void runtime_impl::enqueue(std::uint32_t idx) noexcept {

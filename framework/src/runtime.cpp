@@ -287,7 +287,10 @@ bool runtime_impl::nothing_can_wake() const noexcept {
 void runtime_impl::schedule_loop(scheduler& s) {
     tl_sched = &s;
     fiber_thread_init(s);
+    s.deferred.reserve(256);
     for (;;) {
+        // (0) wake timers deferred by the actors that ran last turn.
+        if (!s.deferred.empty()) arm_deferred(s);
         // (1) busy-path due-check: one relaxed load unless a timer exists,
         // then at most once a microsecond (a loaded server always has some
         // timer, and reading the clock on every turn cost ~3% of its CPU).
@@ -724,6 +727,59 @@ bool runtime_impl::disarm(std::uint64_t id) noexcept {
     return was;
 }
 
+void runtime_impl::defer_wake(scheduler& s, std::uint32_t epoch, std::uint64_t at,
+                              std::chrono::nanoseconds d) noexcept {
+    slot& sl = *s.current;
+    auto& w = sl.dwake;
+    std::lock_guard g(w.mu);
+    w.epoch = epoch;
+    w.at = at;
+    w.timeout = d.count();
+    if (s.deferred.size() < s.deferred.capacity()) {
+        w.st = slot::deferred_wake::state::deferred;
+        s.deferred.emplace_back(sl.index, s.current_gen);
+        return;
+    }
+    // The list is full (hundreds of timed waits began in one loop turn):
+    // arm now rather than allocate on the actor's stack. arm_wake may throw
+    // only on allocation failure; then the wait has no timer, as before
+    // the heap could hold it.
+    try {
+        w.id = arm_wake(deadline_after(at, d), pid{sl.index, s.current_gen}, epoch);
+        w.st = slot::deferred_wake::state::armed;
+    } catch (...) {
+        w.st = slot::deferred_wake::state::none;
+    }
+}
+
+void runtime_impl::end_deferred_wake(slot& sl) noexcept {
+    auto& w = sl.dwake;
+    std::uint64_t id = 0;
+    {
+        std::lock_guard g(w.mu);
+        if (w.st == slot::deferred_wake::state::armed) id = w.id;
+        w.st = slot::deferred_wake::state::none;
+    }
+    if (id != 0) disarm(id);
+}
+
+void runtime_impl::arm_deferred(scheduler& s) {
+    for (auto [idx, gen] : s.deferred) {
+        slot& sl = *slots_.at(idx);
+        auto& w = sl.dwake;
+        std::lock_guard g(w.mu);
+        // A later wait of the same actor re-deferred: its own entry (here or
+        // on another scheduler) or this one arms it, whichever comes first.
+        if (w.st != slot::deferred_wake::state::deferred ||
+            state_word::gen_of(sl.word.load()) != gen)
+            continue;
+        w.id = arm_wake(deadline_after(w.at, std::chrono::nanoseconds(w.timeout)), pid{idx, gen},
+                        w.epoch);
+        w.st = slot::deferred_wake::state::armed;
+    }
+    s.deferred.clear();
+}
+
 void runtime_impl::fire_due_timers(scheduler& s, bool try_only) {
     {
         std::unique_lock lk(timers_mu_, std::defer_lock);
@@ -808,6 +864,11 @@ pid current_pid_or_invalid() noexcept {
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr) return pid{};
     return pid{s->current->index, s->current_gen};
+}
+
+reply_cell_ref current_reply_cell(const char* call) {
+    auto [s, sl] = actor_or_throw(call);
+    return {&sl->reply, pid{sl->index, s->current_gen}};
 }
 
 std::uint32_t begin_wait() noexcept {
@@ -910,6 +971,26 @@ std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {
     runtime_impl* rt = s ? s->rt : g_active.load(std::memory_order_acquire);
     if (rt == nullptr) throw std::logic_error("smarm::send_after: no runtime is running");
     return rt->arm_call(deadline, std::move(fire));
+}
+
+clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    const auto now = clock::now();
+    const std::uint64_t t = ticks();
+    const auto since = std::chrono::nanoseconds(
+        t > at ? static_cast<std::int64_t>(static_cast<double>(t - at) / ticks_per_ns()) : 0);
+    const auto begun = now - since;
+    if (d >= clock::time_point::max() - begun) return clock::time_point::max();
+    return begun + d;
+}
+
+void defer_wake(std::uint32_t epoch, std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    scheduler* s = current_scheduler();
+    s->rt->defer_wake(*s, epoch, at, d);
+}
+
+void end_deferred_wake() noexcept {
+    scheduler* s = current_scheduler();
+    s->rt->end_deferred_wake(*s->current);
 }
 
 bool disarm_timer(std::uint64_t id) noexcept {

@@ -141,6 +141,10 @@ struct scheduler {
     std::vector<stack_mem> stack_cache;
     std::vector<std::uint32_t> slot_cache;  ///< vacant slot indices
     std::vector<timer_heap::fired> fired;
+    /// (slot, generation) of actors that deferred a wake timer while running
+    /// here (detail::defer_wake); armed at the top of the next loop turn.
+    /// Capacity is reserved up front: an actor pushes without allocating.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> deferred;
     void* eh_globals = nullptr;  ///< this thread's __cxa_eh_globals
     void* tsan_fiber = nullptr;
     const void* asan_bottom = nullptr;
@@ -236,6 +240,16 @@ class runtime_impl {
     void finalize(scheduler& s, slot& sl);
     void reclaim(slot& sl) noexcept;
     void fire_due_timers(scheduler& s, bool try_only);
+    /// Arms the deferred wake timers of s.deferred whose wait is still open.
+    void arm_deferred(scheduler& s);
+
+  public:
+    /// detail::defer_wake / end_deferred_wake for the actor running on `s`.
+    void defer_wake(scheduler& s, std::uint32_t epoch, std::uint64_t at,
+                    std::chrono::nanoseconds d) noexcept;
+    void end_deferred_wake(slot& sl) noexcept;
+
+  private:
     void stop_all_live() noexcept;
     bool nothing_can_wake() const noexcept;
 

@@ -23,6 +23,8 @@
 
 #include <smarm/detail/spinlock.hpp>
 
+#include <smarm/detail/reply_cell.hpp>
+
 #include "stack_pool.hpp"
 #include "state_word.hpp"
 
@@ -54,6 +56,19 @@ struct slot {
     void* asan_fake_stack = nullptr;
     exit_kind end_kind = exit_kind::exit;  ///< written by the actor before it finishes
     std::exception_ptr end_error;
+    reply_cell reply;  ///< the reply to this slot's current call (detail/reply_cell.hpp)
+    /// The wake timer of a timed wait, armed lazily (detail::defer_wake):
+    /// set by the actor, armed by the scheduler it parked on, disarmed by
+    /// the actor when the wait ends.
+    struct deferred_wake {
+        enum class state : std::uint8_t { none, deferred, armed };
+        spinlock mu;
+        state st = state::none;    // guarded by mu
+        std::uint32_t epoch = 0;   // guarded by mu
+        std::uint64_t at = 0;      // guarded by mu: ticks() when the wait began
+        std::int64_t timeout = 0;  // guarded by mu: nanoseconds after `at`
+        std::uint64_t id = 0;      // guarded by mu: the heap timer once armed
+    } dwake;
 
     // ---- cold ----
     spinlock cold_mu;

@@ -65,7 +65,7 @@ class kv_server : public gen_server<http::request, http::response> {
     std::unique_ptr<kv_log> log_;
     // Group commit: writes applied and logged but not yet synced, with the
     // answers their callers wait for.
-    std::vector<std::pair<sender<http::response>, http::response>> unsynced_;
+    std::vector<std::pair<reply_to<http::response>, http::response>> unsynced_;
     bool group_armed_ = false;
     /// The reply to a logged write: now, or after the group's fdatasync.
     http::response acknowledge(http::response r);

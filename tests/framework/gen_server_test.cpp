@@ -160,7 +160,7 @@ namespace {
 // Calls are answered later: the server holds them until it has three, then
 // answers each with its value * 10 + how many were held.
 struct batcher : smarm::gen_server<int, int, int> {
-    std::vector<std::pair<smarm::sender<int>, int>> waiting;
+    std::vector<std::pair<smarm::reply_to<int>, int>> waiting;
     int handle_call(int n) override {
         waiting.emplace_back(defer_reply(), n * 10);
         if (waiting.size() == 3) {
@@ -204,6 +204,128 @@ TEST(GenServer, DeferReplyOutsideACallIsAnError) {
         EXPECT_EQ(*smarm::call(ref, 2, 10s).value, 2);
         smarm::request_stop(ref.id);
     });
+}
+
+// Calls answered through handles held across calls: n == 0 holds the call,
+// n == 1 holds it too and first answers the previously held one (which may
+// belong to a call that already timed out), cast k answers the held call.
+struct holder : smarm::gen_server<int, int, int> {
+    smarm::reply_to<int> held;
+    std::vector<bool>* sent = nullptr;
+    explicit holder(std::vector<bool>* s) : sent(s) {}
+    int handle_call(int n) override {
+        if (n > 1) return n;
+        auto previous = std::move(held);
+        held = defer_reply();
+        if (n == 1) sent->push_back(previous.send(111));
+        return -1;
+    }
+    void handle_cast(int k) override { sent->push_back(held.send(k)); }
+};
+
+TEST(GenServer, ALateReplyNeverReachesALaterCall) {
+    std::vector<bool> sent;
+    smarm_test::run([&] {
+        auto ref = smarm::start<holder>(&sent);
+        // The first call times out while the server holds its handle.
+        EXPECT_EQ(smarm::call(ref, 0, 20ms).error, smarm::call_error::timeout);
+        // The same actor calls again: the server answers the stale handle
+        // first (to no one), then this call's own.
+        smarm::call_result<int> r;
+        auto h = smarm::spawn([&] { r = smarm::call(ref, 1, 5s); });
+        EXPECT_EQ(*smarm::call(ref, 7, 5s).value, 7) << "the server is not stuck";
+        EXPECT_TRUE(smarm::cast(ref, 222));
+        h.join();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(*r.value, 222);
+        // And on the very same caller: a stale handle answered while a newer
+        // call from that actor waits.
+        EXPECT_EQ(smarm::call(ref, 0, 20ms).error, smarm::call_error::timeout);
+        auto late = smarm::spawn([&] {
+            smarm::sleep(5ms);
+            EXPECT_TRUE(smarm::cast(ref, 333));  // answers the timed-out call
+            smarm::sleep(5ms);
+            EXPECT_TRUE(smarm::cast(ref, 444));
+        });
+        // The held handle is replaced by this call's only once it is queued
+        // behind nothing: call 1 answers the stale one with 111 (false).
+        auto mine = smarm::call(ref, 1, 5s);
+        late.join();
+        ASSERT_TRUE(mine);
+        EXPECT_NE(*mine.value, 111) << "a stale answer reached a later call";
+        smarm::request_stop(ref.id);
+    });
+    // send() results in order: 111 to the timed-out call (no one), 222
+    // answered; then 333 either to the stale handle (false) or to ours.
+    ASSERT_GE(sent.size(), 3u);
+    EXPECT_FALSE(sent[0]) << "answering a timed-out call reports false";
+    EXPECT_TRUE(sent[1]) << "answering a waiting call reports true";
+}
+
+// Many callers with short timeouts against a server that answers after a
+// random pause: every answer a caller receives is the one to its own
+// request, never one left over from an earlier (timed-out) call that reused
+// the caller's reply cell.
+struct echo_later : smarm::gen_server<int, int> {
+    unsigned seed = 12345;
+    int handle_call(int n) override {
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 16) % 8 == 0) smarm::sleep(std::chrono::microseconds((seed >> 8) % 300));
+        return n;
+    }
+};
+
+TEST(GenServer, StressEveryAnswerBelongsToItsCall) {
+    std::atomic<int> answered{0}, timed_out{0}, wrong{0};
+    smarm_test::run(
+        [&] {
+            auto ref = smarm::start<echo_later>();
+            std::vector<smarm::join_handle> hs;
+            for (int c = 0; c < 8; ++c)
+                hs.push_back(smarm::spawn([&, c] {
+                    for (int i = 0; i < 300; ++i) {
+                        const int req = c * 100000 + i;
+                        auto r =
+                            smarm::call(ref, req, std::chrono::microseconds(100 + (i % 7) * 300));
+                        if (r) {
+                            answered.fetch_add(1);
+                            if (*r.value != req) wrong.fetch_add(1);
+                        } else {
+                            EXPECT_EQ(r.error, smarm::call_error::timeout);
+                            timed_out.fetch_add(1);
+                        }
+                    }
+                }));
+            for (auto& h : hs)
+                h.join();
+            smarm::request_stop(ref.id);
+        },
+        4);
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(answered.load() + timed_out.load(), 8 * 300);
+    EXPECT_GT(answered.load(), 0);
+    RecordProperty("timed_out", timed_out.load());
+}
+
+TEST(GenServer, CallWithoutATimeoutLeavesNoTimerBehind) {
+    // An unbounded call arms no timer, so once the root is gone and the
+    // caller waits on a server that will never answer, the root drain stops
+    // both at once instead of waiting for a timer (run() would hang).
+    std::vector<bool> sent;
+    std::atomic<bool> stopped{false};
+    smarm_test::run([&] {
+        auto ref = smarm::start<holder>(&sent);
+        EXPECT_EQ(*smarm::call(ref, 5, std::chrono::nanoseconds::max()).value, 5);
+        smarm::spawn([&, ref] {
+            try {
+                (void)smarm::call(ref, 0, std::chrono::nanoseconds::max());
+            } catch (const smarm::stopped&) {
+                stopped = true;
+                throw;
+            }
+        }).detach();
+    });
+    EXPECT_TRUE(stopped.load());
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 //   terminate(exit_kind)           the server is ending (normal stop,
 //                                  stop request, or an exception).   (optional)
 // handle_call may answer later: defer_reply() hands over the caller's
-// reply sender (the returned value is then discarded).
+// reply handle (smarm::reply_to; the returned value is then discarded).
 // A callback that throws ends the server (outcome panic): callers still
 // queued see call_error::server_down. stop() inside a callback ends the
 // server after that callback.
@@ -63,7 +63,7 @@ class gen_server {
     /// What travels in a server's inbox.
     struct call_msg {
         Call request;
-        sender<Reply> reply;
+        reply_to<Reply> reply;
     };
     using envelope = std::variant<call_msg, Cast, Info>;
 
@@ -89,7 +89,18 @@ class gen_server {
         exit_kind why = exit_kind::exit;
         try {
             while (!stopping_) {
-                check();  // a draining server stays preemptible and stoppable
+                if (armed_.empty()) {
+                    // No timer is armed, so none can fire (timers are armed
+                    // only by this server's callbacks; a fire left queued by
+                    // cancel() is ignored anyway): the inbox alone, one lock
+                    // per message. recv() is an observation point, so a
+                    // draining server stays preemptible and stoppable.
+                    auto next = inbox.recv();
+                    if (!next) break;
+                    dispatch(std::move(*next));
+                    continue;
+                }
+                check();
                 // Timer fires are served before the inbox. Only an empty
                 // round parks (select); a busy server just drains.
                 if (auto tag = trx.try_recv()) {
@@ -102,15 +113,6 @@ class gen_server {
                     continue;
                 }
                 if (m.status == recv_status::closed) break;
-                if (armed_.empty()) {
-                    // No timer is armed, so none can fire (timers are armed
-                    // only by this server's callbacks): park on the inbox
-                    // alone, which is cheaper than a two-arm select.
-                    auto next = inbox.recv();
-                    if (!next) break;
-                    dispatch(std::move(*next));
-                    continue;
-                }
                 (void)select({trx, inbox});
             }
         } catch (const stopped&) {
@@ -152,10 +154,10 @@ class gen_server {
     void stop() noexcept { stopping_ = true; }
 
     /// Inside handle_call: answer this call later (OTP's noreply + reply/2).
-    /// The value handle_call returns is then discarded; send the answer
-    /// through the returned sender when it is ready. Dropping the sender
-    /// unanswered releases the caller with call_error::server_down.
-    sender<Reply> defer_reply() {
+    /// The value handle_call returns is then discarded; answer through the
+    /// returned handle when ready. Dropping it unanswered releases the
+    /// caller with call_error::server_down.
+    reply_to<Reply> defer_reply() {
         if (current_reply_ == nullptr)
             throw std::logic_error("smarm::gen_server::defer_reply: only inside handle_call");
         deferred_ = true;
@@ -168,7 +170,7 @@ class gen_server {
             current_reply_ = &c->reply;
             deferred_ = false;
             struct reset {
-                sender<Reply>*& p;
+                reply_to<Reply>*& p;
                 ~reset() { p = nullptr; }
             } guard{current_reply_};
             Reply r = handle_call(std::move(c->request));
@@ -198,7 +200,7 @@ class gen_server {
     receiver<std::uint64_t> timer_rx_;
     std::map<std::uint64_t, std::pair<timer_id, std::chrono::nanoseconds>> armed_;
     bool stopping_ = false;
-    sender<Reply>* current_reply_ = nullptr;  // the call being handled
+    reply_to<Reply>* current_reply_ = nullptr;  // the call being handled
     bool deferred_ = false;
 };
 
@@ -238,11 +240,10 @@ call_result<typename Server::reply_type> call_via(const sender<typename Server::
                                                   typename Server::call_type request,
                                                   std::chrono::nanoseconds timeout) {
     using reply = typename Server::reply_type;
-    auto [rtx, rrx] = channel<reply>();
-    typename Server::call_msg msg{std::move(request), std::move(rtx)};
-    if (!inbox.send(typename Server::envelope(std::move(msg))).ok())
-        return {std::nullopt, call_error::server_down};
-    return detail::await_reply(rrx, timeout);
+    return call_with_reply<reply>(timeout, [&](reply_to<reply> to) {
+        typename Server::call_msg msg{std::move(request), std::move(to)};
+        return inbox.send(typename Server::envelope(std::move(msg))).ok();
+    });
 }
 }  // namespace detail
 

@@ -118,29 +118,11 @@ struct enter {};
 
 // ---- replies -----------------------------------------------------------------
 
-/// The reply handle a call event carries. Answer once; dropping it
-/// unanswered releases the caller with call_error::server_down.
+/// The reply handle a call event carries (smarm::reply_to, shared with
+/// gen_server). Answer once with `reply(value)`; dropping it unanswered
+/// releases the caller with call_error::server_down.
 template <class T>
-class reply_to {
-  public:
-    explicit reply_to(sender<T> tx) : tx_(std::move(tx)) {}
-    reply_to(reply_to&&) noexcept = default;
-    reply_to& operator=(reply_to&&) noexcept = default;
-    reply_to(const reply_to&) = delete;
-    reply_to& operator=(const reply_to&) = delete;
-
-    /// Answers the call; later answers are ignored.
-    void operator()(T value) {
-        if (!tx_) return;
-        (void)tx_.send(std::move(value));
-        tx_ = sender<T>();
-    }
-    /// True until answered.
-    bool pending() const noexcept { return static_cast<bool>(tx_); }
-
-  private:
-    sender<T> tx_;
-};
+using reply_to = smarm::reply_to<T>;
 
 /// Base of a call event: `struct get : statem::call_event<int> { int key; };`
 /// A row answers with `e.reply(value)`.
@@ -417,10 +399,10 @@ call_result<typename E::reply_type> call_via(const sender<Env>& inbox,
     using reply = typename E::reply_type;
     static_assert(std::is_base_of_v<call_event<reply>, E>,
                   "a call event derives from smarm::statem::call_event<Reply>");
-    auto [tx, rx] = channel<reply>();
-    E ev{call_event<reply>{reply_to<reply>(std::move(tx))}, std::forward<Args>(args)...};
-    if (!inbox.send(Env(std::move(ev))).ok()) return {std::nullopt, call_error::server_down};
-    return smarm::detail::await_reply(rx, timeout);
+    return smarm::detail::call_with_reply<reply>(timeout, [&](reply_to<reply> to) {
+        E ev{call_event<reply>{std::move(to)}, std::forward<Args>(args)...};
+        return inbox.send(Env(std::move(ev))).ok();
+    });
 }
 }  // namespace detail
 

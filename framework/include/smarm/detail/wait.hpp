@@ -69,4 +69,21 @@ std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire);
 /// Disarm a timer; true if it had not fired yet.
 bool disarm_timer(std::uint64_t id) noexcept;
 
+/// The runtime's tick counter (the TSC where there is one): monotonic and
+/// far cheaper than reading the clock.
+std::uint64_t ticks() noexcept;
+/// The steady-clock time `d` after the moment ticks() returned `at`
+/// (saturating at time_point::max()).
+clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept;
+/// A deferred wake timer for the current actor's open wait `epoch`, due `d`
+/// after ticks() returned `at`. Instead of entering the timer heap now, it
+/// is armed by the actor's scheduler when its loop next runs, and only if
+/// the wait is still open then (at most a timeslice later; the deadline
+/// itself is unchanged). A wait answered before that - a call whose server
+/// replies within the same run of direct switches - never touches the heap.
+/// Every defer_wake must be paired with end_deferred_wake() once the wait
+/// is over (RAII: also on a stop).
+void defer_wake(std::uint32_t epoch, std::uint64_t at, std::chrono::nanoseconds d) noexcept;
+void end_deferred_wake() noexcept;
+
 }  // namespace smarm::detail

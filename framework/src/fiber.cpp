@@ -57,8 +57,9 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
 
 // Runs first thing on `sl`'s stack after any switch into it. `t.fctx` is the
 // context of whoever jumped here: the scheduler's, or (a direct switch) the
-// actor that parked in favour of `sl`, recorded in s->switched_from. That
-// actor's context is stored before park_return can make it runnable again.
+// actor that switched out in favour of `sl`, recorded in s->switched_from.
+// That actor's context is stored before anything can make it runnable again
+// (or, when it finished, before its stack is recycled).
 scheduler* switched_in(bctx::transfer_t t, slot& sl) noexcept {
     auto* s = static_cast<scheduler*>(t.data);
     slot* from = s->switched_from;
@@ -75,7 +76,7 @@ scheduler* switched_in(bctx::transfer_t t, slot& sl) noexcept {
     } else {
         s->switched_from = nullptr;
         from->ctx = t.fctx;
-        s->rt->direct_park_done(*s, *from);
+        s->rt->direct_switch_done(*s, *from, s->switched_why);
     }
     return s;
 }
@@ -154,14 +155,17 @@ slot& fiber_suspend(switch_reason why) noexcept {
     slot& sl = *s->current;
     save_eh(s, sl);
     bctx::transfer_t t;
-    if (slot* next = why == switch_reason::park ? s->rt->take_direct(*s) : nullptr) {
-        // Direct switch: run the wake-slot actor on this stack's behalf
-        // without a round trip through the scheduler loop; it finishes our
-        // park (switched_in) once our context is saved.
+    // Yields go behind everyone else, so only parks, handoffs (the new
+    // child sits in the wake slot) and finishes switch directly.
+    if (slot* next = why != switch_reason::yield ? s->rt->take_direct(*s) : nullptr) {
+        // Direct switch: run the wake-slot actor without a round trip
+        // through the scheduler loop; it completes our switch (switched_in)
+        // once our context is saved.
         s->switched_from = &sl;
+        s->switched_why = why;
 #if SMARM_ASAN
-        __sanitizer_start_switch_fiber(&sl.asan_fake_stack, next->stack.bottom(),
-                                       next->stack.usable());
+        __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
+                                       next->stack.bottom(), next->stack.usable());
 #endif
 #if SMARM_TSAN
         __tsan_switch_to_fiber(next->tsan_fiber, 0);

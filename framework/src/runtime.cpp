@@ -481,8 +481,26 @@ slot* runtime_impl::take_direct(scheduler& s) noexcept {
     return &next;
 }
 
-void runtime_impl::direct_park_done(scheduler& s, slot& from) noexcept {
-    if (!from.word.park_return()) enqueue_from(&s, from.index);
+void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept {
+    switch (why) {
+        case switch_reason::park:
+            if (!from.word.park_return()) enqueue_from(&s, from.index);
+            break;
+        case switch_reason::handoff:
+            // The spawner takes its child's place in the (now empty) wake slot.
+            from.word.yield_return();
+            enqueue_from(&s, from.index);
+            break;
+        case switch_reason::finish: {
+            slot& running = *s.current;
+            ++running.no_preempt;
+            finalize(s, from);
+            --running.no_preempt;
+            break;
+        }
+        case switch_reason::yield:
+            break;  // never direct
+    }
 }
 
 void runtime_impl::enqueue(std::uint32_t idx) noexcept {
@@ -636,7 +654,8 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     }
     for (auto& [p, e] : joiners)
         unpark_at(p, e, &s);
-    pid me{sl.index, s.current_gen};
+    // Not s.current_gen: a direct switch finalizes on the next actor's turn.
+    pid me{sl.index, state_word::gen_of(sl.word.load())};
     // Monitors and links are told before live_ drops (their wakes count).
     if (!monitors.empty() || !links.empty())
         notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);

@@ -19,15 +19,18 @@
 // 17.6 s cold with spawn-into-wake-slot (Go's placement), which kept ~1M
 // actors, and so ~1M freshly touched stacks, alive at the peak.
 //
-// Direct switch: an actor that parks while its scheduler's wake slot holds
-// an actor jumps straight to that actor (take_direct) instead of returning
-// to the loop, which would only pop the wake slot and jump again. The actor
-// switched to finishes the parker's park once the parker's context is saved
-// (direct_park_done, via fiber.cpp switched_in): the same park_return the
-// loop would run, so the state-word protocol is unchanged. At most
+// Direct switch: an actor that parks, hands off to its new child or
+// finishes while its scheduler's wake slot holds an actor jumps straight to
+// that actor (take_direct) instead of returning to the loop, which would
+// only pop the wake slot and jump again. The actor switched to completes
+// the leaver's switch once the leaver's context is saved
+// (direct_switch_done, via fiber.cpp switched_in): the same park_return /
+// requeue / finalize the loop would run, so the state-word protocol is
+// unchanged. A finalize run there runs under no_preempt (the actor it runs
+// on must not yield or take a stop inside another actor's end). At most
 // direct_period direct switches happen between two loop iterations, so the
-// busy-path timer check and netpoll still run. Measured: ping-pong round
-// trip 150 -> 100 ns (smarm-micro BM_pingpong_1M).
+// busy-path timer check, deferred timers and netpoll still run. Measured:
+// ping-pong round trip 150 -> 100 ns (smarm-micro BM_pingpong_1M).
 //
 // Loop iteration: (1) busy-path timer due-check; (2) pop (wake slot, then
 // shared queue); (3) chain rule: more queued work => wake one idle sibling;
@@ -138,6 +141,7 @@ struct scheduler {
     /// Set by an actor that parks straight into the wake-slot actor, read
     /// and cleared by that actor once it runs (fiber.cpp switched_in).
     slot* switched_from = nullptr;
+    switch_reason switched_why = switch_reason::park;  ///< why switched_from left
     std::vector<stack_mem> stack_cache;
     std::vector<std::uint32_t> slot_cache;  ///< vacant slot indices
     std::vector<timer_heap::fired> fired;
@@ -185,14 +189,16 @@ class runtime_impl {
     /// enqueue() for a caller that already knows its scheduler (or nullptr).
     void enqueue_from(scheduler* caller, std::uint32_t idx) noexcept;
     void unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept;
-    /// An actor on `s` is about to park: if the wake slot holds an actor and
-    /// the loop is not due, make that one current and return it so the
-    /// parking actor switches straight to it (the loop's pop + resume,
-    /// without the two switches through the scheduler's stack).
+    /// An actor on `s` is about to park, hand off to its new child or
+    /// finish: if the wake slot holds an actor and the loop is not due, make
+    /// that one current and return it so the leaving actor switches straight
+    /// to it (the loop's pop + resume, without the two switches through the
+    /// scheduler's stack).
     slot* take_direct(scheduler& s) noexcept;
     /// Run by the actor switched to, once `from`'s context is saved: what
-    /// resume() does after a park (Parked, or requeued on a raced wake).
-    void direct_park_done(scheduler& s, slot& from) noexcept;
+    /// resume() does after the switch (park_return, the handoff's requeue
+    /// into the wake slot, or finalize).
+    void direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept;
     bool request_stop(pid p) noexcept;
 
     // ---- spawning ----

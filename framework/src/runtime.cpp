@@ -639,26 +639,32 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     else
         stacks_.release(sl.stack);
     sl.stack = stack_mem{};
-    std::vector<std::pair<pid, std::uint32_t>> joiners;
-    std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
-    std::vector<pid> links;
-    {
-        std::lock_guard g(sl.cold_mu);
-        sl.word.finish();
-        joiners.swap(sl.joiners);
-        if (sl.ext) {
-            monitors.swap(sl.ext->monitors);
-            links.swap(sl.ext->links);
-            sl.ext->trap.reset();
-        }
-    }
-    for (auto& [p, e] : joiners)
-        unpark_at(p, e, &s);
     // Not s.current_gen: a direct switch finalizes on the next actor's turn.
     pid me{sl.index, state_word::gen_of(sl.word.load())};
-    // Monitors and links are told before live_ drops (their wakes count).
-    if (!monitors.empty() || !links.empty())
-        notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);
+    {
+        std::unique_lock g(sl.cold_mu);
+        sl.word.finish();
+        // The common end: nobody joined yet, no monitors or links.
+        if (sl.joiners.empty() && !sl.ext) g.unlock();
+        if (g.owns_lock()) {
+            std::vector<std::pair<pid, std::uint32_t>> joiners;
+            std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
+            std::vector<pid> links;
+            joiners.swap(sl.joiners);
+            if (sl.ext) {
+                monitors.swap(sl.ext->monitors);
+                links.swap(sl.ext->links);
+                sl.ext->trap.reset();
+            }
+            g.unlock();
+            for (auto& [p, e] : joiners)
+                unpark_at(p, e, &s);
+            // Monitors and links are told before live_ drops (their wakes
+            // count).
+            if (!monitors.empty() || !links.empty())
+                notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);
+        }
+    }
     if (sl.pg_member) {
         sl.pg_member = false;
         groups_.evict(me);

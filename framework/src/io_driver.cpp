@@ -135,7 +135,7 @@ poll_desc* io_driver::open(int fd, bool persistent) {
     return pd;
 }
 
-void io_driver::close(poll_desc* pd) noexcept {
+void io_driver::close(poll_desc* pd, bool fd_closes_next) noexcept {
     pid woken[2];
     std::uint32_t epochs[2] = {0, 0};
     {
@@ -143,7 +143,7 @@ void io_driver::close(poll_desc* pd) noexcept {
         if (!pd->live) return;
         // Deregister before the owner closes the fd (a closed fd vanishes
         // from epoll by itself only when no dup of it survives).
-        if (pd->registered) epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
+        if (pd->registered && !fd_closes_next) epoll_ctl(epfd_, EPOLL_CTL_DEL, pd->fd, nullptr);
         pd->registered = false;
         for (int d = 0; d < 2; ++d) {
             if (pd->waiter[d].valid()) {

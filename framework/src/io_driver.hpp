@@ -95,7 +95,12 @@ class io_driver {
     /// Throws std::system_error (naming the fd) when epoll refuses it.
     poll_desc* open(int fd, bool persistent);
     /// Deregisters, wakes any waiter (it sees the fd closed), frees the entry.
-    void close(poll_desc* pd) noexcept;
+    /// `fd_closes_next`: the caller owns the fd and closes it right after,
+    /// so the kernel drops the epoll registration itself and the
+    /// EPOLL_CTL_DEL is skipped (a syscall per connection). Should a dup of
+    /// the fd survive, its registration only yields events whose generation
+    /// no longer matches, which poll() ignores.
+    void close(poll_desc* pd, bool fd_closes_next = false) noexcept;
 
     /// Park the current actor until `pd` is ready in direction `dir`
     /// (0 read, 1 write) or `deadline` passes. Returns false on timeout.

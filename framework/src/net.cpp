@@ -82,7 +82,7 @@ std::vector<socket_address> resolve(const std::string& host, std::uint16_t port,
 // Deregisters, then closes: shared by both socket kinds.
 void close_socket(int& fd, detail::io_driver* d, detail::poll_desc*& pd) noexcept {
     if (fd < 0) return;
-    if (pd != nullptr) d->close(pd);
+    if (pd != nullptr) d->close(pd, true);
     pd = nullptr;
     ::close(fd);
     fd = -1;
@@ -149,7 +149,8 @@ tcp_stream::tcp_stream(tcp_stream&& o) noexcept
       pd_(std::exchange(o.pd_, nullptr)),
       read_src_(std::move(o.read_src_)),
       write_src_(std::move(o.write_src_)),
-      read_drained_(o.read_drained_) {}
+      read_drained_(o.read_drained_),
+      peer_(o.peer_) {}
 
 tcp_stream& tcp_stream::operator=(tcp_stream&& o) noexcept {
     if (this != &o) {
@@ -160,6 +161,7 @@ tcp_stream& tcp_stream::operator=(tcp_stream&& o) noexcept {
         read_src_ = std::move(o.read_src_);
         write_src_ = std::move(o.write_src_);
         read_drained_ = o.read_drained_;
+        peer_ = o.peer_;
     }
     return *this;
 }
@@ -285,6 +287,7 @@ void tcp_stream::set_nodelay(bool on) {
 }
 
 socket_address tcp_stream::peer_address() const {
+    if (peer_.length != 0) return peer_;
     return address_of(fd_, true);
 }
 
@@ -300,7 +303,8 @@ tcp_listener::tcp_listener(tcp_listener&& o) noexcept
     : fd_(std::exchange(o.fd_, -1)),
       d_(o.d_),
       pd_(std::exchange(o.pd_, nullptr)),
-      src_(std::move(o.src_)) {}
+      src_(std::move(o.src_)),
+      nodelay_(o.nodelay_) {}
 
 tcp_listener& tcp_listener::operator=(tcp_listener&& o) noexcept {
     if (this != &o) {
@@ -309,6 +313,7 @@ tcp_listener& tcp_listener::operator=(tcp_listener&& o) noexcept {
         d_ = o.d_;
         pd_ = std::exchange(o.pd_, nullptr);
         src_ = std::move(o.src_);
+        nodelay_ = o.nodelay_;
     }
     return *this;
 }
@@ -332,6 +337,9 @@ tcp_listener tcp_listener::bind(const std::string& host, std::uint16_t port,
         int one = 1;
         if (options.reuse_address) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (options.reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        // Accepted sockets inherit it on Linux, which saves a setsockopt
+        // per connection (accept checks that it did).
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 ||
             ::listen(fd, options.backlog) != 0) {
             last_error = errno;
@@ -357,10 +365,22 @@ tcp_stream tcp_listener::accept(io_deadline timeout) {
     if (fd_ < 0) fail(EBADF, "smarm::tcp_listener::accept: closed listener");
     const auto deadline = deadline_of(timeout);
     for (;;) {
-        int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        socket_address peer;
+        peer.length = sizeof peer.storage;
+        int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer.storage), &peer.length,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             tcp_stream s(fd, *d_);
-            s.set_nodelay(true);
+            // The peer comes with the accept: no getpeername per connection.
+            if (peer.length <= sizeof peer.storage) s.peer_ = peer;
+            if (nodelay_ == nodelay::unknown) {
+                int v = 0;
+                socklen_t n = sizeof v;
+                nodelay_ = getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &n) == 0 && v != 0
+                               ? nodelay::inherited
+                               : nodelay::per_socket;
+            }
+            if (nodelay_ == nodelay::per_socket) s.set_nodelay(true);
             return s;
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -77,6 +81,31 @@ TEST(Net, EchoWithOneshotRegistration) {
     smarm::runtime_config c = smarm_test::config(2);
     c.sockets = smarm::socket_registration::oneshot;
     run_echo_clients(c, 100, 50);
+}
+
+// accept() hands over the peer's address (taken from accept4, no
+// getpeername) and a socket with TCP_NODELAY (inherited from the listener or
+// set per socket); fd numbers freed by close (no EPOLL_CTL_DEL) are reused
+// by later connections without stale readiness.
+TEST(Net, AcceptedStreamKnowsItsPeerAndHasNodelay) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        for (int round = 0; round < 50; ++round) {
+            auto c = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+            auto s = l.accept(5s);
+            EXPECT_EQ(s.peer_address().to_string(), c.local_address().to_string());
+            int v = 0;
+            socklen_t n = sizeof v;
+            ASSERT_EQ(getsockopt(s.native_handle(), IPPROTO_TCP, TCP_NODELAY, &v, &n), 0);
+            EXPECT_NE(v, 0) << "round " << round;
+            c.write_all("x", 1);
+            char b = 0;
+            s.read_exact(&b, 1, 5s);
+            EXPECT_EQ(b, 'x');
+            s.close();
+            EXPECT_EQ(c.read_some(&b, 1, 5s), 0u) << "the peer sees the close";
+        }
+    });
 }
 
 TEST(Net, Ipv6Loopback) {

@@ -94,6 +94,7 @@ class tcp_stream {
     detail::poll_desc* pd_ = nullptr;
     std::optional<detail::fd_source> read_src_, write_src_;
     bool read_drained_ = false;  ///< the last read was short: wait before the next recv
+    socket_address peer_;        ///< from accept (length 0: ask the kernel)
 };
 
 /// Options for tcp_listener::bind.
@@ -128,6 +129,13 @@ class tcp_listener {
     detail::io_driver* d_ = nullptr;
     detail::poll_desc* pd_ = nullptr;
     std::optional<detail::fd_source> src_;
+    /// Whether accepted sockets come with TCP_NODELAY from the listener
+    /// (Linux copies it; checked once, at the first accept).
+    enum class nodelay : std::uint8_t {
+        unknown,
+        inherited,
+        per_socket
+    } nodelay_ = nodelay::unknown;
 };
 
 }  // namespace smarm

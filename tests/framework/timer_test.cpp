@@ -1,8 +1,11 @@
 #include <smarm/channel.hpp>
+#include <smarm/introspect.hpp>
 #include <smarm/runtime.hpp>
 #include <smarm/timer.hpp>
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include <smarm_test/run.hpp>
 
@@ -72,11 +75,21 @@ TEST(Timer, TimersDueTogetherWakeInDeadlineOrder) {
     smarm_test::run(
         [] {
             auto [tx, rx] = smarm::channel<int>();
-            for (int i = 0; i < 5; ++i)
-                smarm::spawn([tx = tx, i] {
+            std::vector<smarm::pid> sleepers;
+            for (int i = 0; i < 5; ++i) {
+                auto h = smarm::spawn([tx = tx, i] {
                     smarm::sleep(std::chrono::milliseconds(1 + i));
                     (void)tx.send(i);
-                }).detach();
+                });
+                sleepers.push_back(h.id());
+                h.detach();
+            }
+            // Each must be parked on its timer first: a sleeper spawned late
+            // in a spent timeslice (TSan) yields at sleep's observation point
+            // before arming, and would wake past its deadline without a timer.
+            for (auto p : sleepers)
+                while (smarm::introspect::info(p) && smarm::introspect::info(p)->state != "parked")
+                    smarm::yield_now();
             // Hold the scheduler (no observation point) until all are due.
             const auto until = steady::now() + 30ms;
             while (steady::now() < until) {

@@ -206,6 +206,33 @@ TEST(GenServer, DeferReplyOutsideACallIsAnError) {
     });
 }
 
+// A timer that fired while the server was busy, then was cancelled and its
+// tag re-armed: the queued fire belongs to the old timer and must not be
+// taken for the new one (which is 10 s away).
+struct rearmer : smarm::gen_server<int, int> {
+    int fired = 0;
+    int handle_call(int n) override {
+        if (n == 1) {
+            arm_after(1ms, 7);
+            smarm::sleep(50ms);  // the 1 ms timer fires into the queue meanwhile
+            cancel(7);
+            arm_after(10s, 7);
+        }
+        return fired;
+    }
+    void handle_timer(std::uint64_t) override { ++fired; }
+};
+
+TEST(GenServer, AFireQueuedBeforeCancelIsNotTakenForTheRearmedTimer) {
+    smarm_test::run([] {
+        auto ref = smarm::start<rearmer>();
+        EXPECT_EQ(*smarm::call(ref, 1, 5s).value, 0);
+        // The server's loop has taken the queued fire by now.
+        EXPECT_EQ(*smarm::call(ref, 0, 5s).value, 0) << "the re-armed 10 s timer fired early";
+        smarm::request_stop(ref.id);
+    });
+}
+
 // Calls answered through handles held across calls: n == 0 holds the call,
 // n == 1 holds it too and first answers the previously held one (which may
 // belong to a call that already timed out), cast k answers the held call.

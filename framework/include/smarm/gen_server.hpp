@@ -70,7 +70,7 @@ class gen_server {
     gen_server() {
         // Created with the server object, so timers can be armed in the
         // constructor (they fire once serve() runs).
-        auto [tx, rx] = channel<std::uint64_t>();
+        auto [tx, rx] = channel<timer_fire>();
         timers_ = std::move(tx);
         timer_rx_ = std::move(rx);
     }
@@ -103,8 +103,8 @@ class gen_server {
                 check();
                 // Timer fires are served before the inbox. Only an empty
                 // round parks (select); a busy server just drains.
-                if (auto tag = trx.try_recv()) {
-                    on_timer(*tag.value);
+                if (auto fire = trx.try_recv()) {
+                    on_timer(*fire.value);
                     continue;
                 }
                 auto m = inbox.try_recv();
@@ -131,22 +131,20 @@ class gen_server {
 
   protected:
     /// Fires handle_timer(tag) once after `d`. Returns an id for cancel().
+    /// Arming a tag that is still armed replaces its timer; a fire that was
+    /// already queued for a cancelled or replaced timer is dropped.
     timer_id arm_after(std::chrono::nanoseconds d, std::uint64_t tag) {
-        auto id = send_after(d, timers_, tag);
-        armed_[tag] = {id, std::chrono::nanoseconds::zero()};
-        return id;
+        return arm(tag, d, std::chrono::nanoseconds::zero());
     }
     /// Fires handle_timer(tag) every `period` until cancel(tag).
     timer_id arm_every(std::chrono::nanoseconds period, std::uint64_t tag) {
-        auto id = send_after(period, timers_, tag);
-        armed_[tag] = {id, period};
-        return id;
+        return arm(tag, period, period);
     }
     /// Cancels the timer armed under `tag`: true if it was pending.
     bool cancel(std::uint64_t tag) {
         auto it = armed_.find(tag);
         if (it == armed_.end()) return false;
-        bool pending = cancel_timer(it->second.first);
+        bool pending = cancel_timer(it->second.id);
         armed_.erase(it);
         return pending;
     }
@@ -181,24 +179,48 @@ class gen_server {
             handle_info(std::move(std::get<2>(e)));
         }
     }
-    void on_timer(std::uint64_t tag) {
+    // A fire carries the arming it belongs to: one that fired before its
+    // tag was cancelled (or re-armed) is recognised as stale and dropped,
+    // never taken for the newer timer of the same tag.
+    struct timer_fire {
+        std::uint64_t tag;
+        std::uint64_t arming;
+    };
+    struct armed_timer {
+        timer_id id;
+        std::chrono::nanoseconds period;  // zero: once
+        std::uint64_t arming;
+    };
+    timer_id arm(std::uint64_t tag, std::chrono::nanoseconds d, std::chrono::nanoseconds period) {
         auto it = armed_.find(tag);
-        if (it == armed_.end()) return;  // cancelled after it fired
-        if (it->second.second > std::chrono::nanoseconds::zero())
-            it->second.first = send_after(it->second.second, timers_, tag);
-        else
+        if (it != armed_.end()) cancel_timer(it->second.id);  // re-arming replaces
+        const std::uint64_t n = ++armings_;
+        auto id = send_after(d, timers_, timer_fire{tag, n});
+        armed_[tag] = {id, period, n};
+        return id;
+    }
+    void on_timer(timer_fire f) {
+        auto it = armed_.find(f.tag);
+        if (it == armed_.end() || it->second.arming != f.arming) return;  // stale
+        if (it->second.period > std::chrono::nanoseconds::zero()) {
+            it->second.arming = ++armings_;
+            it->second.id =
+                send_after(it->second.period, timers_, timer_fire{f.tag, it->second.arming});
+        } else {
             armed_.erase(it);
-        handle_timer(tag);
+        }
+        handle_timer(f.tag);
     }
     void cancel_all() noexcept {
         for (auto& [tag, t] : armed_)
-            cancel_timer(t.first);
+            cancel_timer(t.id);
         armed_.clear();
     }
 
-    sender<std::uint64_t> timers_;
-    receiver<std::uint64_t> timer_rx_;
-    std::map<std::uint64_t, std::pair<timer_id, std::chrono::nanoseconds>> armed_;
+    sender<timer_fire> timers_;
+    receiver<timer_fire> timer_rx_;
+    std::map<std::uint64_t, armed_timer> armed_;
+    std::uint64_t armings_ = 0;
     bool stopping_ = false;
     reply_to<Reply>* current_reply_ = nullptr;  // the call being handled
     bool deferred_ = false;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -38,27 +39,35 @@ struct event_log {
     }
 };
 
-// A child that logs its start, then waits; on `kill:<id>` (via its own
-// channel in `ctl`) it throws; when stopped it logs "stop:<id>".
+// A child that logs its start, then waits; when `crash_next` is set it
+// throws; when stopped it logs "stop:<id>". It acks its start (init_body)
+// only after logging it, so the log shows the order the supervisor started
+// the children in: with a plain body the ack comes first, and the next
+// sibling could log before this one when the ack's send yields (a spent
+// timeslice under ASan did).
 struct puppet_child {
     static smarm::child_spec make(std::string id, smarm::sender<std::string> log,
                                   std::shared_ptr<std::atomic<int>> crash_next) {
-        return {id, [id, log, crash_next] {
-                    try {
-                        // Inside the try: a stop may land at the send's own
-                        // observation point (after the push), and must be
-                        // logged like any other.
-                        (void)log.send("start:" + id);
-                        for (;;) {
-                            smarm::sleep(1ms);
-                            if (crash_next && crash_next->exchange(0) == 1)
-                                throw std::runtime_error("crash " + id);
-                        }
-                    } catch (const smarm::stopped&) {
-                        (void)log.send("stop:" + id);
-                        throw;
-                    }
-                }};
+        smarm::child_spec s;
+        s.id = id;
+        s.init_body = [id, log, crash_next](const std::function<void()>& started) {
+            try {
+                // Inside the try: a stop may land at the send's own
+                // observation point (after the push), and must be logged
+                // like any other.
+                (void)log.send("start:" + id);
+                started();
+                for (;;) {
+                    smarm::sleep(1ms);
+                    if (crash_next && crash_next->exchange(0) == 1)
+                        throw std::runtime_error("crash " + id);
+                }
+            } catch (const smarm::stopped&) {
+                (void)log.send("stop:" + id);
+                throw;
+            }
+        };
+        return s;
     }
 };
 

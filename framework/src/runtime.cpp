@@ -944,18 +944,20 @@ void throw_if_stopped() {
     if (may_throw_stop(*s->current, s->current_gen)) throw stopped{};
 }
 
-void observe() {
-    scheduler* s = current_scheduler();
-    if (s == nullptr || s->current == nullptr) return;
+namespace {
+// The observation point for the actor running on `s`; returns the scheduler
+// running it afterwards (another one if it yielded and migrated).
+scheduler* observe_on(scheduler* s) {
+    if (s == nullptr || s->current == nullptr) return s;
     slot& sl = *s->current;
-    if (sl.no_preempt != 0) return;
+    if (sl.no_preempt != 0) return s;
     if (may_throw_stop(sl, s->current_gen)) throw stopped{};
     // The clock is read at every obs_period-th observation point only: a
     // spent slice is noticed a few observation points late (nanoseconds).
-    if (--s->obs_left != 0) return;
+    if (--s->obs_left != 0) return s;
     s->obs_left = scheduler::obs_period;
     std::uint64_t now = ticks();
-    if (now < s->slice_end) return;
+    if (now < s->slice_end) return s;
     if (now - s->slice_end >= s->rt->slice_ticks()) {
         bump(s->overruns);
         bump(sl.overruns);
@@ -963,6 +965,38 @@ void observe() {
     bump(s->yields);
     fiber_suspend(switch_reason::yield);
     throw_if_stopped();
+    return current_scheduler();
+}
+}  // namespace
+
+void observe() {
+    observe_on(current_scheduler());
+}
+
+void unpark_then_observe(pid p, std::uint32_t epoch) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr) {
+        if (p.valid())
+            if (runtime_impl* rt = g_active.load(std::memory_order_acquire))
+                rt->unpark_at(p, epoch, nullptr);
+        return;
+    }
+    if (p.valid()) s->rt->unpark_at(p, epoch, s);
+    observe_on(s);
+}
+
+wait_token observe_and_open(const char* call) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr || s->current == nullptr) actor_or_throw(call);  // throws
+    s = observe_on(s);  // it may have yielded and moved us
+    slot& sl = *s->current;
+    return {pid{sl.index, s->current_gen}, sl.word.begin_wait()};
+}
+
+std::uint32_t park_and_reopen() {
+    slot& sl = fiber_suspend(switch_reason::park);
+    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
+    return sl.word.begin_wait();
 }
 
 unsigned& runtime_lock_depth() noexcept {

@@ -72,6 +72,14 @@ struct [[nodiscard]] recv_result {
 };
 
 namespace detail {
+/// The misuse report of register_waiter, out of line (keeps the hot path
+/// small).
+[[noreturn, gnu::cold, gnu::noinline]] inline void receiver_in_use(const char* call, pid self,
+                                                                   pid holder) {
+    throw std::logic_error(std::string(call) + ": actor " + self.to_string() +
+                           " waits on a channel whose receiver is already in use by actor " +
+                           holder.to_string() + " (a channel has exactly one receiving actor)");
+}
 
 template <class T>
 class channel_state final : public select_source {
@@ -92,11 +100,7 @@ class channel_state final : public select_source {
     /// Caller holds mu.
     void register_waiter(pid self, std::uint32_t epoch, const char* call) {
         if (waiter.valid() && waiter != self && wait_is_open(waiter, waiter_epoch))
-            throw std::logic_error(std::string(call) + ": actor " + self.to_string() +
-                                   " waits on a channel whose receiver is already in use by "
-                                   "actor " +
-                                   waiter.to_string() +
-                                   " (a channel has exactly one receiving actor)");
+            receiver_in_use(call, self, waiter);
         waiter = self;
         waiter_epoch = epoch;
     }
@@ -149,10 +153,10 @@ class sender {
             w = std::exchange(st_->waiter, pid{});
             e = st_->waiter_epoch;
         }
-        if (w.valid()) detail::unpark_at(w, e);
-        // After the push: a send that returns has delivered, even when the
-        // sender is then preempted or stopped here.
-        detail::observe();
+        // Wake, then the observation point - after the push: a send that
+        // returns has delivered, even when the sender is then preempted or
+        // stopped here.
+        detail::unpark_then_observe(w, e);
         return {};
     }
     /// Messages queued and not yet received (takes the lock: not for hot paths).
@@ -286,7 +290,7 @@ class receiver {
 
     template <class Pred>
     std::optional<T> recv_match_impl(Pred&& pred, const char* call) const {
-        detail::observe();
+        auto w = detail::observe_and_open(call);
         for (;;) {
             {
                 std::lock_guard g(st_->mu);
@@ -297,10 +301,9 @@ class receiver {
                     }
                 }
                 if (st_->senders == 0) return std::nullopt;
-                auto w = detail::open_wait(call);
                 st_->register_waiter(w.self, w.epoch, call);
             }
-            detail::park();
+            w.epoch = detail::park_and_reopen();
         }
     }
     void drop() noexcept {

@@ -52,6 +52,14 @@ bool wait_is_open(pid p, std::uint32_t epoch) noexcept;
 /// Observation point: throws smarm::stopped on a pending stop, yields when the
 /// timeslice is spent. A no-op outside an actor.
 void observe();
+/// A send's tail in one runtime entry: unpark_at(p, epoch) when `p` is
+/// valid, then observe().
+void unpark_then_observe(pid p, std::uint32_t epoch);
+/// A receive's head in one runtime entry: observe(), then open_wait(call).
+/// No observation point may come between this and the registration.
+wait_token observe_and_open(const char* call);
+/// park(), then the epoch of the actor's next wait (begin_wait()).
+std::uint32_t park_and_reopen();
 /// Throws smarm::stopped when a stop is pending for the current actor.
 void throw_if_stopped();
 /// The allocation observation point (alloc_preempt): every

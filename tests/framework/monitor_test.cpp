@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <stdexcept>
 
 #include <smarm_test/run.hpp>
@@ -51,6 +52,36 @@ TEST(Monitor, DownCarriesTheOutcome) {
         // exactly one down each
         EXPECT_EQ(ma.rx.try_recv().status, smarm::recv_status::closed);
     });
+}
+
+// An actor that wakes its parent and then ends hands the CPU straight to the
+// parent (a direct switch), so its end is finalized on the parent's turn: the
+// down must still name the ended actor, generation included. One scheduler
+// makes the switch order fixed; the first spawn makes the child's slot a
+// reused one, so its generation differs from the parent's.
+TEST(Monitor, DownFromAnActorEndingInADirectSwitchNamesIt) {
+    smarm_test::run(
+        [] {
+            smarm::spawn([] {}).join();  // the next spawn reuses this slot
+            auto [tx, rx] = smarm::channel<int>();
+            smarm::pid child;
+            std::optional<smarm::monitor_ref> mon;
+            {
+                smarm::no_preempt hold;  // the child waits in the wake slot
+                auto h = smarm::spawn([tx = std::move(tx)] { (void)tx.send(1); });
+                child = h.id();
+                mon = smarm::monitor(child);
+                h.detach();
+            }
+            EXPECT_EQ(*rx.recv(), 1);  // runs the child, which wakes us and ends
+            auto d = mon->rx.recv();
+            ASSERT_TRUE(d);
+            EXPECT_EQ(d->reason, smarm::down_reason::exit);
+            EXPECT_EQ(d->who, child);
+            EXPECT_NE(child.generation, smarm::self_pid().generation)
+                << "the test needs distinct generations";
+        },
+        1);
 }
 
 TEST(Monitor, NoProcForADeadOrStalePid) {

@@ -60,7 +60,7 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
 // actor that switched out in favour of `sl`, recorded in s->switched_from.
 // That actor's context is stored before anything can make it runnable again
 // (or, when it finished, before its stack is recycled).
-scheduler* switched_in(bctx::transfer_t t, slot& sl) noexcept {
+void switched_in(bctx::transfer_t t, slot& sl) noexcept {
     auto* s = static_cast<scheduler*>(t.data);
     slot* from = s->switched_from;
 #if SMARM_ASAN
@@ -78,7 +78,6 @@ scheduler* switched_in(bctx::transfer_t t, slot& sl) noexcept {
         from->ctx = t.fctx;
         s->rt->direct_switch_done(*s, *from, s->switched_why);
     }
-    return s;
 }
 
 [[noreturn]] void actor_entry(bctx::transfer_t t) noexcept {

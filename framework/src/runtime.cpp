@@ -439,32 +439,28 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
     if (!from_wake_slot) s.slice_end = ticks() + slice_ticks_;
     bump(s.pops);
     switch_reason why = fiber_resume(s, sl);
-    // The actor that came back: `sl`, or one it parked in favour of.
+    // The actor that came back: `sl`, or one it switched to directly.
     slot& back = *s.current;
     s.current = nullptr;
-    return after_switch(s, back, why);
-}
-
-std::uint32_t runtime_impl::after_switch(scheduler& s, slot& sl, switch_reason why) {
-    const std::uint32_t idx = sl.index;
+    idx = back.index;
     switch (why) {
         case switch_reason::yield:
-            sl.word.yield_return();
+            back.word.yield_return();
             // Yielders go behind everyone else, never into the wake slot.
             queue_.push(idx);
             coord_.wake_one_if_idle();
             break;
         case switch_reason::park:
             // RunningNotified => the wake raced the park: requeue at once.
-            if (!sl.word.park_return()) enqueue(idx);
+            if (!back.word.park_return()) enqueue_from(&s, idx);
             break;
         case switch_reason::finish:
-            finalize(s, sl);
+            finalize(s, back);
             break;
         case switch_reason::handoff:
             // The spawner yields to its new child, which sits in the wake
             // slot; the spawner takes the child's place there.
-            sl.word.yield_return();
+            back.word.yield_return();
             return std::exchange(s.wake_slot, idx);
     }
     return scheduler::no_actor;
@@ -644,9 +640,9 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     {
         std::unique_lock g(sl.cold_mu);
         sl.word.finish();
-        // The common end: nobody joined yet, no monitors or links.
-        if (sl.joiners.empty() && !sl.ext) g.unlock();
-        if (g.owns_lock()) {
+        // The common end - nobody joined yet, no monitors or links - skips
+        // the hand-over.
+        if (!sl.joiners.empty() || sl.ext) {
             std::vector<std::pair<pid, std::uint32_t>> joiners;
             std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
             std::vector<pid> links;
@@ -976,9 +972,7 @@ void observe() {
 void unpark_then_observe(pid p, std::uint32_t epoch) {
     scheduler* s = current_scheduler();
     if (s == nullptr) {
-        if (p.valid())
-            if (runtime_impl* rt = g_active.load(std::memory_order_acquire))
-                rt->unpark_at(p, epoch, nullptr);
+        if (p.valid()) unpark_at(p, epoch);  // a sender outside the runtime
         return;
     }
     if (p.valid()) s->rt->unpark_at(p, epoch, s);

@@ -213,6 +213,10 @@ class runtime_impl {
     std::uint64_t arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch);
     std::uint64_t arm_call(clock::time_point deadline, unique_function fn);
     bool disarm(std::uint64_t id) noexcept;
+    /// detail::defer_wake / end_deferred_wake for the actor running on `s`.
+    void defer_wake(scheduler& s, std::uint32_t epoch, std::uint64_t at,
+                    std::chrono::nanoseconds d) noexcept;
+    void end_deferred_wake(slot& sl) noexcept;
 
     runtime_stats stats() const;
     const runtime_config& config() const noexcept { return cfg_; }
@@ -241,21 +245,11 @@ class runtime_impl {
   private:
     void schedule_loop(scheduler& s);
     std::uint32_t resume(scheduler& s, std::uint32_t idx, bool from_wake_slot);
-    /// resume()'s second half: what to do with `sl` after it switched out.
-    std::uint32_t after_switch(scheduler& s, slot& sl, switch_reason why);
     void finalize(scheduler& s, slot& sl);
     void reclaim(slot& sl) noexcept;
     void fire_due_timers(scheduler& s, bool try_only);
     /// Arms the deferred wake timers of s.deferred whose wait is still open.
     void arm_deferred(scheduler& s);
-
-  public:
-    /// detail::defer_wake / end_deferred_wake for the actor running on `s`.
-    void defer_wake(scheduler& s, std::uint32_t epoch, std::uint64_t at,
-                    std::chrono::nanoseconds d) noexcept;
-    void end_deferred_wake(slot& sl) noexcept;
-
-  private:
     void stop_all_live() noexcept;
     bool nothing_can_wake() const noexcept;
 

@@ -124,8 +124,9 @@ namespace detail {
 /// Makes a call: opens the calling actor's reply cell, hands
 /// `send_request(reply_to<Reply>)` the handle (it returns false when the
 /// server is not there), then parks for the answer, at most `timeout`.
-/// An answer racing the deadline wins. The clock is read once unless the
-/// actor is woken without an answer.
+/// An answer racing the deadline wins. The deadline is kept in ticks: the
+/// clock is read only when the timer is armed or the actor is woken without
+/// an answer.
 template <class Reply, class Send>
 call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send_request) {
     using st = reply_cell::state;

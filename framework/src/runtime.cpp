@@ -469,6 +469,11 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
 slot* runtime_impl::take_direct(scheduler& s) noexcept {
     if (s.wake_slot == scheduler::no_actor || s.direct_left == 0) return nullptr;
     --s.direct_left;
+    // The loop's chain rule, which a direct switch skips: surplus work and
+    // an idle sibling => wake one. Without it a sibling that parked while
+    // this scheduler switched directly stayed parked with the shared queue
+    // full (starved clients timed out in Net.EchoThousandClients under load).
+    if (!queue_.empty()) coord_.wake_one_if_idle();
     slot& next = *slots_.at(std::exchange(s.wake_slot, scheduler::no_actor));
     next.word.start_running();
     s.current = &next;

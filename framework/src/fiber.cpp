@@ -85,11 +85,11 @@ void switched_in(bctx::transfer_t t, slot& sl) noexcept {
     switched_in(t, sl);
     try {
         sl.vt->invoke(sl.task);
-        sl.end_kind = exit_kind::exit;
+        sl.set_end_kind(exit_kind::exit);
     } catch (const stopped&) {
-        sl.end_kind = exit_kind::stopped;
+        sl.set_end_kind(exit_kind::stopped);
     } catch (...) {
-        sl.end_kind = exit_kind::panic;
+        sl.set_end_kind(exit_kind::panic);
         sl.end_error = std::current_exception();
     }
     // The task's destructor may call runtime functions; the actor is ending,

@@ -24,8 +24,9 @@ std::optional<actor_info> read_slot(detail::slot& sl, std::optional<std::uint32_
         a.id = pid{sl.index, gen};
         a.state = detail::to_string(st);
         a.parent = sl.parent;
-        a.joiners = static_cast<std::uint32_t>(sl.joiners.size());
         if (sl.ext) {
+            a.joiners = static_cast<std::uint32_t>(sl.ext->joiners.size());
+
             a.monitors = static_cast<std::uint32_t>(sl.ext->monitors.size());
             a.links = static_cast<std::uint32_t>(sl.ext->links.size());
             a.trap_exit = sl.ext->trap.has_value();

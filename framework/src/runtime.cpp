@@ -70,6 +70,53 @@ runtime_impl& running_runtime(const char* call) {
     return *rt;
 }
 
+namespace {
+struct actor_ctx {
+    scheduler* s;
+    slot* sl;
+};
+actor_ctx actor_or_throw(const char* call) {
+    scheduler& s = actor_scheduler(call);
+    return {&s, s.current};
+}
+bool may_throw_stop(slot& sl, std::uint32_t gen) noexcept {
+    return sl.no_preempt == 0 && sl.stop_pending(gen) && std::uncaught_exceptions() == 0;
+}
+
+scheduler* observe_clock(scheduler* s, slot& sl);
+
+// The observation point for the actor running on `s`; returns the scheduler
+// running it afterwards (another one if it yielded and migrated). Inline:
+// the message path passes here twice per message.
+[[gnu::always_inline]] inline scheduler* observe_on(scheduler* s) {
+    if (s == nullptr || s->current == nullptr) return s;
+    slot& sl = *s->current;
+    if (sl.no_preempt != 0) return s;
+    if (may_throw_stop(sl, s->current_gen)) [[unlikely]]
+        throw stopped{};
+    // The clock is read at every obs_period-th observation point only: a
+    // spent slice is noticed a few observation points late (nanoseconds).
+    if (--s->obs_left != 0) [[likely]]
+        return s;
+    return observe_clock(s, sl);
+}
+
+// observe_on's clock read: yields when the slice is spent.
+[[gnu::noinline]] scheduler* observe_clock(scheduler* s, slot& sl) {
+    s->obs_left = scheduler::obs_period;
+    std::uint64_t now = ticks();
+    if (now < s->slice_end) return s;
+    if (now - s->slice_end >= s->rt->slice_ticks()) {
+        bump(s->overruns);
+        bump(sl.overruns);
+    }
+    bump(s->yields);
+    fiber_suspend(switch_reason::yield);
+    throw_if_stopped();
+    return current_scheduler();
+}
+}  // namespace
+
 std::uint64_t ticks() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     return __rdtsc();
@@ -248,7 +295,7 @@ void runtime_impl::run(unique_function root) {
     outcome root_outcome;
     if (slot* sl = slots_.at(root_.index)) {
         std::lock_guard g(sl->cold_mu);
-        root_outcome.kind = sl->end_kind;
+        root_outcome.kind = sl->end_kind();
         root_outcome.error = sl->end_error;
     }
     release_handle(root_);
@@ -303,10 +350,10 @@ void runtime_impl::schedule_loop(scheduler& s) {
         }
 
         // (2) pop: own wake slot first, then the shared queue.
-        std::uint32_t idx;
+        slot* next = nullptr;
         bool from_wake_slot = false;
-        if (s.wake_slot != scheduler::no_actor) {
-            idx = std::exchange(s.wake_slot, scheduler::no_actor);
+        if (s.wake_slot != nullptr) {
+            next = std::exchange(s.wake_slot, nullptr);
             from_wake_slot = true;
         } else {
             // IO liveness is read before the pop: a completion makes its
@@ -320,9 +367,10 @@ void runtime_impl::schedule_loop(scheduler& s) {
                 const std::uint64_t now = ticks();
                 if (now >= s.next_poll) {
                     s.next_poll = now + busy_poll_ticks_;
-                    if (io_->poll(&s) != 0 && s.wake_slot != scheduler::no_actor) continue;
+                    if (io_->poll(&s) != 0 && s.wake_slot != nullptr) continue;
                 }
             }
+            std::uint32_t idx;
             if (!queue_.pop(idx)) {
                 if (live_.load(std::memory_order_acquire) == 0 && io == 0) {
                     // Terminal: orphaned timers must not keep anyone alive,
@@ -358,7 +406,7 @@ void runtime_impl::schedule_loop(scheduler& s) {
                     std::uint64_t next_poll = 0;
                     bool found = false;
                     for (;;) {
-                        if (!queue_.empty() || s.wake_slot != scheduler::no_actor) {
+                        if (!queue_.empty() || s.wake_slot != nullptr) {
                             found = true;
                             break;
                         }
@@ -415,25 +463,24 @@ void runtime_impl::schedule_loop(scheduler& s) {
                 }
                 continue;
             }
+            next = slots_.at(idx);
         }
         s.spun = false;
         s.direct_left = scheduler::direct_period;
         // (3) chain rule: surplus work and an idle sibling => wake one.
         if (!queue_.empty()) coord_.wake_one_if_idle();
         // (4) run it (and whoever it hands the CPU to).
-        while (idx != scheduler::no_actor) {
-            idx = resume(s, idx, from_wake_slot);
+        while (next != nullptr) {
+            next = resume(s, *next, from_wake_slot);
             from_wake_slot = true;
         }
     }
     tl_sched = nullptr;
 }
 
-std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wake_slot) {
-    slot& sl = *slots_.at(idx);
-    sl.word.start_running();
+slot* runtime_impl::resume(scheduler& s, slot& sl, bool from_wake_slot) {
+    s.current_gen = sl.word.start_running();
     s.current = &sl;
-    s.current_gen = state_word::gen_of(sl.word.load());
     // A wake-slot actor inherits the running slice (see the design note); if
     // that slice is spent, its first observation point yields.
     if (!from_wake_slot) s.slice_end = ticks() + slice_ticks_;
@@ -442,17 +489,15 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
     // The actor that came back: `sl`, or one it switched to directly.
     slot& back = *s.current;
     s.current = nullptr;
-    idx = back.index;
     switch (why) {
         case switch_reason::yield:
             back.word.yield_return();
             // Yielders go behind everyone else, never into the wake slot.
-            queue_.push(idx);
-            coord_.wake_one_if_idle();
+            enqueue_shared(back.index);
             break;
         case switch_reason::park:
             // RunningNotified => the wake raced the park: requeue at once.
-            if (!back.word.park_return()) enqueue_from(&s, idx);
+            if (!back.word.park_return()) enqueue_from(&s, back);
             break;
         case switch_reason::finish:
             finalize(s, back);
@@ -461,36 +506,17 @@ std::uint32_t runtime_impl::resume(scheduler& s, std::uint32_t idx, bool from_wa
             // The spawner yields to its new child, which sits in the wake
             // slot; the spawner takes the child's place there.
             back.word.yield_return();
-            return std::exchange(s.wake_slot, idx);
+            return std::exchange(s.wake_slot, &back);
     }
-    return scheduler::no_actor;
+    return nullptr;
 }
 
-slot* runtime_impl::take_direct(scheduler& s) noexcept {
-    if (s.wake_slot == scheduler::no_actor || s.direct_left == 0) return nullptr;
-    --s.direct_left;
-    // The loop's chain rule, which a direct switch skips: surplus work and
-    // an idle sibling => wake one. Without it a sibling that parked while
-    // this scheduler switched directly stayed parked with the shared queue
-    // full (starved clients timed out in Net.EchoThousandClients under load).
-    if (!queue_.empty()) coord_.wake_one_if_idle();
-    slot& next = *slots_.at(std::exchange(s.wake_slot, scheduler::no_actor));
-    next.word.start_running();
-    s.current = &next;
-    s.current_gen = state_word::gen_of(next.word.load());
-    bump(s.pops);
-    return &next;
-}
-
-void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept {
+void runtime_impl::direct_switch_done_slow(scheduler& s, slot& from, switch_reason why) noexcept {
     switch (why) {
-        case switch_reason::park:
-            if (!from.word.park_return()) enqueue_from(&s, from.index);
-            break;
         case switch_reason::handoff:
             // The spawner takes its child's place in the (now empty) wake slot.
             from.word.yield_return();
-            enqueue_from(&s, from.index);
+            enqueue_from(&s, from);
             break;
         case switch_reason::finish: {
             slot& running = *s.current;
@@ -499,28 +525,19 @@ void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_reason wh
             --running.no_preempt;
             break;
         }
-        case switch_reason::yield:
-            break;  // never direct
+        case switch_reason::park:   // inline (direct_switch_done)
+        case switch_reason::yield:  // never direct
+            break;
     }
 }
 
-void runtime_impl::enqueue(std::uint32_t idx) noexcept {
-    enqueue_from(current_scheduler(), idx);
+void runtime_impl::enqueue(slot& sl) noexcept {
+    enqueue_from(current_scheduler(), sl);
 }
 
-void runtime_impl::enqueue_from(scheduler* s, std::uint32_t idx) noexcept {
-    if (s != nullptr && s->rt == this) {
-        std::uint32_t prev = std::exchange(s->wake_slot, idx);
-        if (prev == scheduler::no_actor) return;
-        idx = prev;
-    }
+void runtime_impl::enqueue_shared(std::uint32_t idx) noexcept {
     queue_.push(idx);
     coord_.wake_one_if_idle();
-}
-
-void runtime_impl::unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept {
-    slot* sl = slots_.at(p.index);
-    if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue_from(caller, p.index);
 }
 
 bool runtime_impl::request_stop(pid p) noexcept {
@@ -529,7 +546,7 @@ bool runtime_impl::request_stop(pid p) noexcept {
     // Keyed by generation: if the slot was re-tenanted meanwhile, the flag
     // does not match the new tenant and the wake below fails its gen check.
     sl->stop_for.store((std::uint64_t{1} << 32) | p.generation, std::memory_order_release);
-    if (sl->word.stop_wake(p.generation)) enqueue(p.index);
+    if (sl->word.stop_wake(p.generation)) enqueue(*sl);
     return true;
 }
 
@@ -622,7 +639,7 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->messages.store(0, std::memory_order_relaxed);
     sl->no_preempt = 0;
     sl->pg_member = false;
-    sl->end_kind = exit_kind::exit;
+    sl->set_end_kind(exit_kind::exit);
     sl->end_error = nullptr;
     // No cold lock: nobody looks at the slot before word.spawn() publishes it
     // (release); introspection reads `parent` only after seeing it live.
@@ -630,7 +647,7 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     live_.fetch_add(1, std::memory_order_acq_rel);  // before the enqueue (verdict)
     bump((caller != nullptr && caller->rt == this ? *caller : scheds_[0]).spawns);
     sl->word.spawn(r.id.generation);
-    enqueue_from(caller, sl->index);
+    enqueue_from(caller, *sl);
 }
 
 void runtime_impl::finalize(scheduler& s, slot& sl) {
@@ -647,23 +664,21 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         sl.word.finish();
         // The common end - nobody joined yet, no monitors or links - skips
         // the hand-over.
-        if (!sl.joiners.empty() || sl.ext) {
+        if (sl.ext) {
             std::vector<std::pair<pid, std::uint32_t>> joiners;
             std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
             std::vector<pid> links;
-            joiners.swap(sl.joiners);
-            if (sl.ext) {
-                monitors.swap(sl.ext->monitors);
-                links.swap(sl.ext->links);
-                sl.ext->trap.reset();
-            }
+            joiners.swap(sl.ext->joiners);
+            monitors.swap(sl.ext->monitors);
+            links.swap(sl.ext->links);
+            sl.ext->trap.reset();
             g.unlock();
             for (auto& [p, e] : joiners)
                 unpark_at(p, e, &s);
             // Monitors and links are told before live_ drops (their wakes
             // count).
             if (!monitors.empty() || !links.empty())
-                notify_exit(*this, s, me, sl.end_kind, sl.end_error, monitors, links);
+                notify_exit(*this, s, me, sl.end_kind(), sl.end_error, monitors, links);
         }
     }
     if (sl.pg_member) {
@@ -680,12 +695,12 @@ void runtime_impl::reclaim(slot& sl) noexcept {
     {
         std::lock_guard g(sl.cold_mu);
         sl.end_error = nullptr;
-        sl.joiners.clear();
-        if (sl.joiners.capacity() > 8) sl.joiners.shrink_to_fit();
         if (sl.ext) {
+            // finalize moved the lists out; what is left is capacity.
             sl.ext->monitors.clear();
             sl.ext->links.clear();
             sl.ext->trap.reset();
+            sl.ext->joiners.clear();
         }
         sl.parent = pid{};
         sl.word.reclaim();
@@ -705,19 +720,26 @@ void runtime_impl::release_handle(pid p) noexcept {
 }
 
 outcome runtime_impl::join(pid p) {
-    pid me = current_pid("smarm::join_handle::join");
-    if (me == p)
+    auto [s, self] = actor_or_throw("smarm::join_handle::join");
+    if (self->index == p.index && s->current_gen == p.generation)
         throw std::logic_error("smarm::join_handle::join: actor " + p.to_string() +
                                " cannot join itself");
+    const pid me{self->index, s->current_gen};
+    // The handle holds a reference, so the slot is still p's.
     slot* sl = slots_.at(p.index);
-    observe();
+    observe_on(s);
+    // Done already (the common case once a child ran): the acquire load
+    // pairs with finish()'s release, which came after end_kind/end_error
+    // were written, and nobody writes them again while a handle lives.
+    if (state_word::state_of(sl->word.load()) == actor_state::done)
+        return outcome{sl->end_kind(), sl->end_error};
     for (;;) {
         {
             std::lock_guard g(sl->cold_mu);
             std::uint64_t w = sl->word.load();
             if (state_word::state_of(w) == actor_state::done)
-                return outcome{sl->end_kind, sl->end_error};
-            sl->joiners.emplace_back(me, begin_wait());
+                return outcome{sl->end_kind(), sl->end_error};
+            sl->ext_make().joiners.emplace_back(me, begin_wait());
         }
         park();
     }
@@ -867,20 +889,6 @@ runtime_stats runtime_impl::stats() const {
 // the wait protocol (detail/wait.hpp)
 // ---------------------------------------------------------------------------
 
-namespace {
-struct actor_ctx {
-    scheduler* s;
-    slot* sl;
-};
-actor_ctx actor_or_throw(const char* call) {
-    scheduler& s = actor_scheduler(call);
-    return {&s, s.current};
-}
-bool may_throw_stop(slot& sl, std::uint32_t gen) noexcept {
-    return sl.no_preempt == 0 && sl.stop_pending(gen) && std::uncaught_exceptions() == 0;
-}
-}  // namespace
-
 pid current_pid(const char* call) {
     auto [s, sl] = actor_or_throw(call);
     return pid{sl->index, s->current_gen};
@@ -945,31 +953,6 @@ void throw_if_stopped() {
     if (may_throw_stop(*s->current, s->current_gen)) throw stopped{};
 }
 
-namespace {
-// The observation point for the actor running on `s`; returns the scheduler
-// running it afterwards (another one if it yielded and migrated).
-scheduler* observe_on(scheduler* s) {
-    if (s == nullptr || s->current == nullptr) return s;
-    slot& sl = *s->current;
-    if (sl.no_preempt != 0) return s;
-    if (may_throw_stop(sl, s->current_gen)) throw stopped{};
-    // The clock is read at every obs_period-th observation point only: a
-    // spent slice is noticed a few observation points late (nanoseconds).
-    if (--s->obs_left != 0) return s;
-    s->obs_left = scheduler::obs_period;
-    std::uint64_t now = ticks();
-    if (now < s->slice_end) return s;
-    if (now - s->slice_end >= s->rt->slice_ticks()) {
-        bump(s->overruns);
-        bump(sl.overruns);
-    }
-    bump(s->yields);
-    fiber_suspend(switch_reason::yield);
-    throw_if_stopped();
-    return current_scheduler();
-}
-}  // namespace
-
 void observe() {
     observe_on(current_scheduler());
 }
@@ -989,7 +972,7 @@ wait_token observe_and_open(const char* call) {
     if (s == nullptr || s->current == nullptr) actor_or_throw(call);  // throws
     s = observe_on(s);  // it may have yielded and moved us
     slot& sl = *s->current;
-    return {pid{sl.index, s->current_gen}, sl.word.begin_wait()};
+    return {pid{sl.index, s->current_gen}, sl.word.begin_wait(), &sl.messages};
 }
 
 std::uint32_t park_and_reopen() {
@@ -1060,9 +1043,7 @@ bool disarm_timer(std::uint64_t id) noexcept {
 // ---- runtime.hpp detail hooks ----
 
 spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_vtable* vt) {
-    actor_or_throw("smarm::spawn");
-    observe();
-    scheduler* s = current_scheduler();  // after observe(): we may have moved
+    scheduler* s = observe_on(actor_or_throw("smarm::spawn").s);  // it may have moved us
     return s->rt->reserve(size, align, vt, s);
 }
 
@@ -1077,7 +1058,7 @@ void spawn_commit(spawn_reservation& r) noexcept {
         r, s != nullptr && s->current != nullptr ? pid{s->current->index, s->current_gen} : pid{},
         s);
     if (s != nullptr && s->current != nullptr && s->current->no_preempt == 0 &&
-        s->wake_slot == r.id.index)
+        s->wake_slot != nullptr && s->wake_slot->index == r.id.index)
         fiber_suspend(switch_reason::handoff);
 }
 

@@ -61,6 +61,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <typeindex>
 #include <unordered_map>
 #include <vector>
@@ -132,8 +133,9 @@ struct scheduler {
     std::uint64_t next_due_check = 0;  ///< tick of the next busy-path timer due-check
     static constexpr std::uint32_t obs_period = 8;
     std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read
-    static constexpr std::uint32_t no_actor = 0xffff'ffffu;
-    std::uint32_t wake_slot = no_actor;
+    /// The actor to run next on this scheduler, before the shared queue
+    /// (see enqueue_from).
+    slot* wake_slot = nullptr;
     switch_reason why = switch_reason::yield;
     /// Direct switches left before the loop must run again (take_direct).
     static constexpr std::uint32_t direct_period = 64;
@@ -160,7 +162,8 @@ struct scheduler {
 };
 
 /// Increment a counter that only one thread writes at a time (no lock prefix).
-inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
+template <class U>
+inline void bump(std::atomic<U>& c, std::type_identity_t<U> by = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
@@ -183,11 +186,15 @@ class runtime_impl {
     void run(unique_function root);
 
     // ---- scheduling ----
-    /// Make `s` runnable: to the calling scheduler's wake slot when called on
-    /// one of ours, else to the shared queue with a wake of an idle sibling.
-    void enqueue(std::uint32_t idx) noexcept;
+    /// Make `sl` runnable: to the calling scheduler's wake slot when called
+    /// on one of ours (a displaced occupant goes to the shared queue), else
+    /// to the shared queue with a wake of an idle sibling.
+    void enqueue(slot& sl) noexcept;
     /// enqueue() for a caller that already knows its scheduler (or nullptr).
-    void enqueue_from(scheduler* caller, std::uint32_t idx) noexcept;
+    /// Inline: it is on every message's path.
+    void enqueue_from(scheduler* caller, slot& sl) noexcept;
+    /// Shared queue + wake_one_if_idle.
+    void enqueue_shared(std::uint32_t idx) noexcept;
     void unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept;
     /// An actor on `s` is about to park, hand off to its new child or
     /// finish: if the wake slot holds an actor and the loop is not due, make
@@ -197,8 +204,9 @@ class runtime_impl {
     slot* take_direct(scheduler& s) noexcept;
     /// Run by the actor switched to, once `from`'s context is saved: what
     /// resume() does after the switch (park_return, the handoff's requeue
-    /// into the wake slot, or finalize).
+    /// into the wake slot, or finalize). The park case is inline.
     void direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept;
+    void direct_switch_done_slow(scheduler& s, slot& from, switch_reason why) noexcept;
     bool request_stop(pid p) noexcept;
 
     // ---- spawning ----
@@ -244,7 +252,7 @@ class runtime_impl {
 
   private:
     void schedule_loop(scheduler& s);
-    std::uint32_t resume(scheduler& s, std::uint32_t idx, bool from_wake_slot);
+    slot* resume(scheduler& s, slot& sl, bool from_wake_slot);
     void finalize(scheduler& s, slot& sl);
     void reclaim(slot& sl) noexcept;
     void fire_due_timers(scheduler& s, bool try_only);
@@ -286,7 +294,48 @@ void notify_exit(runtime_impl& rt, scheduler& s, pid who, exit_kind kind, std::e
                  std::vector<std::pair<std::uint64_t, sender<down>>>& monitors,
                  std::vector<pid>& links);
 
+// ---- the message path, inline (every send, receive and park goes here) ----
+
+[[gnu::always_inline]] inline void runtime_impl::enqueue_from(scheduler* s, slot& sl) noexcept {
+    if (s != nullptr && s->rt == this) {
+        slot* prev = std::exchange(s->wake_slot, &sl);
+        if (prev != nullptr) enqueue_shared(prev->index);
+        return;
+    }
+    enqueue_shared(sl.index);
+}
+
+inline void runtime_impl::unpark_at(pid p, std::uint32_t epoch, scheduler* caller) noexcept {
+    slot* sl = slots_.at(p.index);
+    if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue_from(caller, *sl);
+}
+
+inline slot* runtime_impl::take_direct(scheduler& s) noexcept {
+    slot* next = s.wake_slot;
+    if (next == nullptr || s.direct_left == 0) return nullptr;
+    --s.direct_left;
+    // The loop's chain rule, which a direct switch skips: surplus work and
+    // an idle sibling => wake one. Without it a sibling that parked while
+    // this scheduler switched directly stayed parked with the shared queue
+    // full (starved clients timed out in Net.EchoThousandClients under load).
+    if (!queue_.empty()) coord_.wake_one_if_idle();
+    s.wake_slot = nullptr;
+    s.current_gen = next->word.start_running();
+    s.current = next;
+    bump(s.pops);
+    return next;
+}
+
+inline void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept {
+    if (why == switch_reason::park) {
+        if (!from.word.park_return()) enqueue_from(&s, from);
+        return;
+    }
+    direct_switch_done_slow(s, from, why);
+}
+
 /// Process-wide tick source for timeslices (TSC where available).
+
 std::uint64_t ticks() noexcept;
 /// Ticks per nanosecond, calibrated once.
 double ticks_per_ns() noexcept;

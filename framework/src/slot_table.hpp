@@ -30,8 +30,12 @@
 
 namespace smarm::detail {
 
-struct slot {
-    // ---- hot, lock-free ----
+/// Layout: spawn, switch, finish, join and reclaim touch only the first two
+/// cache lines (a spawn+join benchmark holding 200k handles missed ~5 lines
+/// per actor with the earlier 272-byte layout); what only calls, timed
+/// waits, monitors or the sanitizers use comes after.
+struct alignas(64) slot {
+    // ---- line 0: the lifecycle ----
     state_word word;
     /// (1 << 32 | generation) of the incarnation a stop was requested for;
     /// keyed by generation so a stale request never stops a later tenant.
@@ -39,23 +43,36 @@ struct slot {
     /// 1 while the actor has not finished + 1 per join_handle; the thread that
     /// drops it to 0 reclaims the slot.
     std::atomic<std::uint32_t> refs{0};
-    std::atomic<std::uint64_t> overruns{0};
-    std::atomic<std::uint64_t> messages{0};
     std::uint32_t index = 0;  // immutable
-
-    // ---- owned by whoever runs the actor (its scheduler, then itself) ----
-    void* ctx = nullptr;  ///< suspended fcontext
-    stack_mem stack;
+    // Owned by whoever runs the actor (its scheduler, then itself):
+    std::uint32_t no_preempt = 0;  ///< no_preempt nesting depth
+    std::uint8_t end_kind_ = 0;    ///< exit_kind, see end_kind()
+    bool pg_member = false;        ///< joined a process group (finalize evicts it)
+    spinlock cold_mu;              ///< guards the cold part (below)
+    void* ctx = nullptr;           ///< suspended fcontext
     void* task = nullptr;
     const task_vtable* vt = nullptr;
-    std::uint32_t no_preempt = 0;  ///< no_preempt nesting depth
-    bool pg_member = false;        ///< joined a process group (finalize evicts it)
-    void* eh_caught = nullptr;     ///< saved __cxa_eh_globals while switched out
-    unsigned eh_uncaught = 0;
-    void* tsan_fiber = nullptr;
-    void* asan_fake_stack = nullptr;
-    exit_kind end_kind = exit_kind::exit;  ///< written by the actor before it finishes
     std::exception_ptr end_error;
+
+    // ---- line 1 ----
+    stack_mem stack;
+    void* eh_caught = nullptr;  ///< saved __cxa_eh_globals while switched out
+    unsigned eh_uncaught = 0;
+    std::atomic<std::uint32_t> overruns{0};  ///< slices overrun (introspection)
+    pid parent;                              // guarded by cold_mu
+    /// Monitors, links, the exit trap and joiners waiting for a running
+    /// actor: most actors have none, so they live in an extension allocated
+    /// on first use (keeps the slot small: every parked actor pays for it).
+    struct links_ext {
+        std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
+        std::vector<pid> links;
+        std::optional<sender<exit_signal>> trap;
+        std::vector<std::pair<pid, std::uint32_t>> joiners;
+    };
+    std::unique_ptr<links_ext> ext;          // guarded by cold_mu
+    std::atomic<std::uint64_t> messages{0};  ///< messages received (introspection)
+
+    // ---- the rest ----
     reply_cell reply;  ///< the reply to this slot's current call (detail/reply_cell.hpp)
     /// The wake timer of a timed wait, armed lazily (detail::defer_wake):
     /// set by the actor, armed by the scheduler it parked on, disarmed by
@@ -69,20 +86,13 @@ struct slot {
         std::int64_t timeout = 0;  // guarded by mu: nanoseconds after `at`
         std::uint64_t id = 0;      // guarded by mu: the heap timer once armed
     } dwake;
+    void* tsan_fiber = nullptr;
+    void* asan_fake_stack = nullptr;
 
-    // ---- cold ----
-    spinlock cold_mu;
-    pid parent;                                          // guarded by cold_mu
-    std::vector<std::pair<pid, std::uint32_t>> joiners;  // guarded by cold_mu
-    /// Monitors, links and the exit trap: most actors have none, so they
-    /// live in an extension allocated on first use (keeps the slot small:
-    /// every parked actor pays for its slot).
-    struct links_ext {
-        std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
-        std::vector<pid> links;
-        std::optional<sender<exit_signal>> trap;
-    };
-    std::unique_ptr<links_ext> ext;  // guarded by cold_mu
+    /// How the actor ended (written by the actor before it finishes).
+    exit_kind end_kind() const noexcept { return static_cast<exit_kind>(end_kind_); }
+    void set_end_kind(exit_kind k) noexcept { end_kind_ = static_cast<std::uint8_t>(k); }
+
     /// The extension, allocated if needed. Caller holds cold_mu.
     links_ext& ext_make() {
         if (!ext) ext = std::make_unique<links_ext>();
@@ -104,6 +114,9 @@ struct slot {
         return stop_for.load(std::memory_order_relaxed) == ((std::uint64_t{1} << 32) | gen);
     }
 };
+
+// Four cache lines; the first two are the hot ones (see the layout note).
+static_assert(sizeof(slot) == 256, "slot layout: keep the lifecycle fields in two lines");
 
 class slot_table {
   public:
@@ -147,12 +160,13 @@ class slot_table {
     /// so the common spawn takes no shared lock).
     void allocate_batch(std::vector<std::uint32_t>& out, std::size_t n) {
         std::lock_guard g(mu_);
-        while (n > 0 && !free_.empty()) {
-            out.push_back(free_.back());
-            free_.pop_back();
-            --n;
-        }
-        for (; n > 0; --n) {
+        // out is consumed from the back. Recycled indices go last, in one
+        // block, so the most recently freed (warmest) is handed out first;
+        // fresh ones (only when the free list runs short) go below them,
+        // lowest index nearest the back.
+        const std::size_t k = std::min(n, free_.size());
+        const std::size_t first_fresh = out.size();
+        for (std::size_t m = n - k; m > 0; --m) {
             std::size_t idx = fresh_.load(std::memory_order_relaxed);
             if (idx >= capacity_) break;
             auto& chunk = chunks_[idx >> chunk_bits];
@@ -165,16 +179,17 @@ class slot_table {
             fresh_.store(idx + 1, std::memory_order_release);
             out.push_back(static_cast<std::uint32_t>(idx));
         }
-        // Hand out low indices first.
-        std::reverse(out.begin(), out.end());
+        std::reverse(out.begin() + static_cast<std::ptrdiff_t>(first_fresh), out.end());
+        out.insert(out.end(), free_.end() - static_cast<std::ptrdiff_t>(k), free_.end());
+        free_.resize(free_.size() - k);
     }
-    /// Returns the indices of a scheduler cache to the shared free list.
+    /// Returns the indices of a scheduler cache beyond its first `keep` to
+    /// the shared free list.
     void release_batch(std::vector<std::uint32_t>& in, std::size_t keep) {
+        if (in.size() <= keep) return;
         std::lock_guard g(mu_);
-        while (in.size() > keep) {
-            free_.push_back(in.back());
-            in.pop_back();
-        }
+        free_.insert(free_.end(), in.begin() + static_cast<std::ptrdiff_t>(keep), in.end());
+        in.resize(keep);
     }
 
   private:

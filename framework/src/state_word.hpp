@@ -76,13 +76,16 @@ class state_word {
     /// Queued -> Running(epoch + 1), by the scheduler that popped the actor.
     /// Every resume opens a fresh epoch, so whatever wait the actor parked in
     /// (or abandoned by yielding) is closed for good and its wakers are inert.
-    void start_running() noexcept {
+    /// Returns the actor's generation.
+    std::uint32_t start_running() noexcept {
         // A plain store is enough: while Queued nobody else writes the word
         // (unpark_at and stop_wake leave a queued word alone), and the pop
         // that handed us the actor already synchronized with its enqueuer.
         std::uint64_t w = w_.load(std::memory_order_relaxed);
         w_.store(pack(gen_of(w), epoch_of(w) + 1, actor_state::running), std::memory_order_relaxed);
+        return gen_of(w);
     }
+
     /// The actor itself, running: the epoch its next wait registers under.
     /// No write: the epoch was opened by start_running(), and a wait that
     /// ends without parking must call retire_wait() before the next one.
@@ -143,13 +146,17 @@ class state_word {
                 return to == actor_state::parked;
         }
     }
-    /// Scheduler, after a yield: Running / RunningNotified -> Queued.
+    /// Scheduler, after a yield: Running / RunningNotified -> Queued. A plain
+    /// store, not a CAS: a concurrent unpark_at / stop_wake can only flip
+    /// Running -> RunningNotified, and a notification is dropped at Queued
+    /// anyway (the next start_running opens a fresh epoch; a stop stays in
+    /// stop_for), so either order ends the same. release: the enqueue that
+    /// follows publishes the word with the actor.
     void yield_return() noexcept {
-        std::uint64_t w = w_.load(std::memory_order_acquire);
-        while (!w_.compare_exchange_weak(w, with_state(w, actor_state::queued),
-                                         std::memory_order_acq_rel, std::memory_order_acquire)) {
-        }
+        std::uint64_t w = w_.load(std::memory_order_relaxed);
+        w_.store(with_state(w, actor_state::queued), std::memory_order_release);
     }
+
     /// The actor: retire the open wait without parking — a new epoch (so
     /// wakers of the old one are inert) and RunningNotified -> Running.
     void retire_wait() noexcept {
@@ -158,13 +165,18 @@ class state_word {
                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
         }
     }
-    /// Scheduler, finalize: -> Done.
+    /// Scheduler, finalize: Running / RunningNotified -> Done. A plain store,
+    /// not a CAS: the only concurrent writers (unpark_at, stop_wake) flip
+    /// Running -> RunningNotified and leave generation and epoch alone, so
+    /// whichever lands first the word ends Done with the same identity (a
+    /// wake that loses is moot: the actor is gone). release: pairs with the
+    /// acquire loads that see Done (join's fast path reads the outcome
+    /// written before).
     void finish() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
-        while (!w_.compare_exchange_weak(w, with_state(w, actor_state::done),
-                                         std::memory_order_acq_rel, std::memory_order_relaxed)) {
-        }
+        w_.store(with_state(w, actor_state::done), std::memory_order_release);
     }
+
     /// Reclaim: Done(gen) -> Vacant(gen + 1). Returns the new generation.
     std::uint32_t reclaim() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);

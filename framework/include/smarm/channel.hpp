@@ -296,7 +296,7 @@ class receiver {
                 std::lock_guard g(st_->mu);
                 for (std::size_t i = 0; i < st_->queue.size(); ++i) {
                     if (pred(static_cast<const T&>(st_->queue[i]))) {
-                        detail::note_message_received();
+                        detail::count_received(w);
                         return st_->queue.take(i);
                     }
                 }

@@ -43,23 +43,14 @@ inline void cpu_relax() noexcept {
 
 class spinlock {
   public:
-    void lock() noexcept {
-        for (unsigned spins = 0;; ++spins) {
-            // acquire: pairs with unlock()'s release, so the critical section
-            // of the previous holder happens-before ours.
-            if (!locked_.exchange(true, std::memory_order_acquire)) {
-                if (track_lock_depth.load(std::memory_order_relaxed)) ++runtime_lock_depth();
-                return;
-            }
-            while (locked_.load(std::memory_order_relaxed)) {
-                if (++spins > 64) {
-                    sched_yield();
-                    spins = 0;
-                } else {
-                    cpu_relax();
-                }
-            }
-        }
+    // Inline fast paths: every message takes a channel's lock.
+    [[gnu::always_inline]] void lock() noexcept {
+        // acquire: pairs with unlock()'s release, so the critical section
+        // of the previous holder happens-before ours.
+        if (locked_.exchange(true, std::memory_order_acquire)) [[unlikely]]
+            lock_contended();
+        if (track_lock_depth.load(std::memory_order_relaxed)) [[unlikely]]
+            ++runtime_lock_depth();
     }
     bool try_lock() noexcept {
         if (locked_.load(std::memory_order_relaxed) ||
@@ -69,12 +60,27 @@ class spinlock {
         return true;
     }
     // release: publishes the critical section to the next acquirer.
-    void unlock() noexcept {
-        if (track_lock_depth.load(std::memory_order_relaxed)) --runtime_lock_depth();
+    [[gnu::always_inline]] void unlock() noexcept {
+        if (track_lock_depth.load(std::memory_order_relaxed)) [[unlikely]]
+            --runtime_lock_depth();
         locked_.store(false, std::memory_order_release);
     }
 
   private:
+    [[gnu::noinline]] void lock_contended() noexcept {
+        for (unsigned spins = 0;;) {
+            while (locked_.load(std::memory_order_relaxed)) {
+                if (++spins > 64) {
+                    sched_yield();
+                    spins = 0;
+                } else {
+                    cpu_relax();
+                }
+            }
+            if (!locked_.exchange(true, std::memory_order_acquire)) return;
+        }
+    }
+
     std::atomic<bool> locked_{false};
 };
 

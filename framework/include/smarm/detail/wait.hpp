@@ -16,6 +16,7 @@
 
 #include <smarm/pid.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -37,7 +38,15 @@ std::uint32_t begin_wait() noexcept;
 struct wait_token {
     pid self;
     std::uint32_t epoch;
+    /// The actor's received-message counter (introspection), set by
+    /// observe_and_open: count_received() bumps it without a runtime call.
+    std::atomic<std::uint64_t>* received = nullptr;
 };
+/// Count one received message for the actor of `w` (observe_and_open's
+/// token). Only the actor itself writes the counter: no locked RMW.
+inline void count_received(const wait_token& w) noexcept {
+    w.received->store(w.received->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 wait_token open_wait(const char* call);
 /// Switch away until the open wait is unparked. Throws smarm::stopped when a
 /// stop is pending (and the actor is not already unwinding).

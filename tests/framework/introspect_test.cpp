@@ -83,6 +83,46 @@ TEST(Introspect, MessagesReceivedAreCounted) {
     });
 }
 
+TEST(Introspect, AParkedJoinerIsCountedAndGoneWithItsTarget) {
+    smarm_test::run([] {
+        auto [tx, rx] = smarm::channel<int>();
+        auto target = smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); });
+        const smarm::pid target_id = target.id();
+        auto joiner = smarm::spawn([h = std::move(target)]() mutable {
+            EXPECT_EQ(h.join().kind, smarm::exit_kind::exit);
+        });
+        // The joiner's only park is its join.
+        for (int i = 0; i < 100000; ++i) {
+            auto j = smarm::introspect::info(joiner.id());
+            if (j && j->state == "parked") break;
+            smarm::yield_now();
+        }
+        auto t = smarm::introspect::info(target_id);
+        ASSERT_TRUE(t.has_value());
+        EXPECT_EQ(t->joiners, 1u);
+        (void)tx.send(1);
+        joiner.join();
+        EXPECT_FALSE(smarm::introspect::info(target_id).has_value());
+        // New tenants of the recycled slots start with clean counts.
+        std::vector<smarm::sender<int>> txs;
+        std::vector<smarm::join_handle> hs;
+        for (int i = 0; i < 4; ++i) {
+            auto [ktx, krx] = smarm::channel<int>();
+            txs.push_back(std::move(ktx));
+            hs.push_back(smarm::spawn([krx = std::move(krx)] { (void)krx.recv(); }));
+        }
+        for (auto& h : hs) {
+            auto k = smarm::introspect::info(h.id());
+            ASSERT_TRUE(k.has_value());
+            EXPECT_EQ(k->joiners, 0u);
+            EXPECT_EQ(k->messages_received, 0u);
+        }
+        txs.clear();
+        for (auto& h : hs)
+            h.join();
+    });
+}
+
 void step_a() {
     SMARM_PROGRESS("introspect_test.step");
 }

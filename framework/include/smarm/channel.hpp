@@ -142,7 +142,7 @@ class sender {
     /// Queues `v` for the receiver (never blocks). If the receiver is gone,
     /// `v` comes back in the result. Observation point inside an actor (after
     /// the message is queued).
-    send_result<T> send(T v) const {
+    [[gnu::always_inline]] send_result<T> send(T v) const {
         if (!st_) return send_result<T>{std::move(v)};
         pid w;
         std::uint32_t e = 0;
@@ -215,7 +215,7 @@ class receiver {
 
     /// Parks until a message arrives; nullopt once the channel is closed and
     /// drained. Observation point.
-    std::optional<T> recv() const {
+    [[gnu::always_inline]] std::optional<T> recv() const {
         return recv_match_impl([](const T&) { return true; }, "smarm::receiver::recv");
     }
     /// Never parks.
@@ -289,18 +289,23 @@ class receiver {
     explicit receiver(std::shared_ptr<detail::channel_state<T>> st) : st_(std::move(st)) {}
 
     template <class Pred>
-    std::optional<T> recv_match_impl(Pred&& pred, const char* call) const {
+    [[gnu::always_inline]] std::optional<T> recv_match_impl(Pred&& pred, const char* call) const {
         auto w = detail::observe_and_open(call);
+        // One named result (NRVO): returning a fresh disengaged optional from
+        // this inlined loop made GCC 12 warn maybe-uninitialized in callers.
+        std::optional<T> out;
         for (;;) {
             {
                 std::lock_guard g(st_->mu);
                 for (std::size_t i = 0; i < st_->queue.size(); ++i) {
                     if (pred(static_cast<const T&>(st_->queue[i]))) {
                         detail::count_received(w);
-                        return st_->queue.take(i);
+                        out.emplace(st_->queue.take(i));
+                        return out;
                     }
                 }
-                if (st_->senders == 0) return std::nullopt;
+                if (st_->senders == 0) return out;
+
                 st_->register_waiter(w.self, w.epoch, call);
             }
             w.epoch = detail::park_and_reopen();

@@ -914,13 +914,6 @@ wait_token open_wait(const char* call) {
     return {pid{sl->index, s->current_gen}, sl->word.begin_wait()};
 }
 
-void park() {
-    slot& sl = fiber_suspend(switch_reason::park);
-    // stop_for is 0 unless some stop was requested for this slot's current
-    // or an earlier tenant: one relaxed load on the common path.
-    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
-}
-
 void unpark_at(pid p, std::uint32_t epoch) noexcept {
     if (scheduler* s = current_scheduler()) {
         s->rt->unpark_at(p, epoch, s);
@@ -973,12 +966,6 @@ wait_token observe_and_open(const char* call) {
     s = observe_on(s);  // it may have yielded and moved us
     slot& sl = *s->current;
     return {pid{sl.index, s->current_gen}, sl.word.begin_wait(), &sl.messages};
-}
-
-std::uint32_t park_and_reopen() {
-    slot& sl = fiber_suspend(switch_reason::park);
-    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
-    return sl.word.begin_wait();
 }
 
 unsigned& runtime_lock_depth() noexcept {

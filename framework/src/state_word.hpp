@@ -3,9 +3,15 @@
 //
 // Design note
 // -----------
-// Layout (64 bits): [generation:32][epoch:29][state:3]. Every transition is a
-// CAS that first compares the generation, so an operation through a stale
-// pid is a no-op by construction.
+// Layout (64 bits): [generation:32][epoch:29][state:3]. Every transition a
+// third party makes (unpark_at, stop_wake) is a CAS that first compares the
+// generation, so an operation through a stale pid is a no-op by
+// construction. The owner's transitions (spawn, start_running, yield_return,
+// finish, reclaim) are plain stores: while the owner holds the word, the
+// only concurrent writes are those CASes flipping Running ->
+// RunningNotified, and each store's comment says why losing that flip is
+// harmless; park_return and retire_wait must not lose it, so they CAS.
+
 //
 // Every resume opens a new *park epoch* (start_running), and a wait that
 // ends without parking retires its epoch (retire_wait); so each wait has an

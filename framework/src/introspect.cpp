@@ -26,7 +26,6 @@ std::optional<actor_info> read_slot(detail::slot& sl, std::optional<std::uint32_
         a.parent = sl.parent;
         if (sl.ext) {
             a.joiners = static_cast<std::uint32_t>(sl.ext->joiners.size());
-
             a.monitors = static_cast<std::uint32_t>(sl.ext->monitors.size());
             a.links = static_cast<std::uint32_t>(sl.ext->links.size());
             a.trap_exit = sl.ext->trap.has_value();

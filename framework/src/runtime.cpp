@@ -662,8 +662,9 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     {
         std::unique_lock g(sl.cold_mu);
         sl.word.finish();
-        // The common end - nobody joined yet, no monitors or links - skips
-        // the hand-over.
+        // The common end skips the hand-over: no tenant of this slot was ever
+        // joined while running, monitored or linked (the extension, once
+        // made, stays with the slot and is only emptied by reclaim).
         if (sl.ext) {
             std::vector<std::pair<pid, std::uint32_t>> joiners;
             std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
@@ -721,10 +722,10 @@ void runtime_impl::release_handle(pid p) noexcept {
 
 outcome runtime_impl::join(pid p) {
     auto [s, self] = actor_or_throw("smarm::join_handle::join");
-    if (self->index == p.index && s->current_gen == p.generation)
+    const pid me{self->index, s->current_gen};
+    if (me == p)
         throw std::logic_error("smarm::join_handle::join: actor " + p.to_string() +
                                " cannot join itself");
-    const pid me{self->index, s->current_gen};
     // The handle holds a reference, so the slot is still p's.
     slot* sl = slots_.at(p.index);
     observe_on(s);
@@ -1045,7 +1046,7 @@ void spawn_commit(spawn_reservation& r) noexcept {
         r, s != nullptr && s->current != nullptr ? pid{s->current->index, s->current_gen} : pid{},
         s);
     if (s != nullptr && s->current != nullptr && s->current->no_preempt == 0 &&
-        s->wake_slot != nullptr && s->wake_slot->index == r.id.index)
+        s->wake_slot == r.slot)
         fiber_suspend(switch_reason::handoff);
 }
 

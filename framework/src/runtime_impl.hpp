@@ -335,7 +335,6 @@ inline void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_re
 }
 
 /// Process-wide tick source for timeslices (TSC where available).
-
 std::uint64_t ticks() noexcept;
 /// Ticks per nanosecond, calibrated once.
 double ticks_per_ns() noexcept;

@@ -63,13 +63,13 @@ struct alignas(64) slot {
     /// Monitors, links, the exit trap and joiners waiting for a running
     /// actor: most actors have none, so they live in an extension allocated
     /// on first use (keeps the slot small: every parked actor pays for it).
-    struct links_ext {
+    struct cold_ext {
         std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
         std::vector<pid> links;
         std::optional<sender<exit_signal>> trap;
         std::vector<std::pair<pid, std::uint32_t>> joiners;
     };
-    std::unique_ptr<links_ext> ext;          // guarded by cold_mu
+    std::unique_ptr<cold_ext> ext;           // guarded by cold_mu
     std::atomic<std::uint64_t> messages{0};  ///< messages received (introspection)
 
     // ---- the rest ----
@@ -94,8 +94,8 @@ struct alignas(64) slot {
     void set_end_kind(exit_kind k) noexcept { end_kind_ = static_cast<std::uint8_t>(k); }
 
     /// The extension, allocated if needed. Caller holds cold_mu.
-    links_ext& ext_make() {
-        if (!ext) ext = std::make_unique<links_ext>();
+    cold_ext& ext_make() {
+        if (!ext) ext = std::make_unique<cold_ext>();
         return *ext;
     }
 

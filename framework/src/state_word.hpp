@@ -11,7 +11,6 @@
 // only concurrent writes are those CASes flipping Running ->
 // RunningNotified, and each store's comment says why losing that flip is
 // harmless; park_return and retire_wait must not lose it, so they CAS.
-
 //
 // Every resume opens a new *park epoch* (start_running), and a wait that
 // ends without parking retires its epoch (retire_wait); so each wait has an
@@ -91,7 +90,6 @@ class state_word {
         w_.store(pack(gen_of(w), epoch_of(w) + 1, actor_state::running), std::memory_order_relaxed);
         return gen_of(w);
     }
-
     /// The actor itself, running: the epoch its next wait registers under.
     /// No write: the epoch was opened by start_running(), and a wait that
     /// ends without parking must call retire_wait() before the next one.
@@ -162,7 +160,6 @@ class state_word {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
         w_.store(with_state(w, actor_state::queued), std::memory_order_release);
     }
-
     /// The actor: retire the open wait without parking — a new epoch (so
     /// wakers of the old one are inert) and RunningNotified -> Running.
     void retire_wait() noexcept {
@@ -182,7 +179,6 @@ class state_word {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
         w_.store(with_state(w, actor_state::done), std::memory_order_release);
     }
-
     /// Reclaim: Done(gen) -> Vacant(gen + 1). Returns the new generation.
     std::uint32_t reclaim() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);

@@ -305,7 +305,6 @@ class receiver {
                     }
                 }
                 if (st_->senders == 0) return out;
-
                 st_->register_waiter(w.self, w.epoch, call);
             }
             w.epoch = detail::park_and_reopen();

@@ -131,8 +131,30 @@ struct scheduler {
     std::uint64_t spin_budget = 0;
     std::uint64_t next_poll = 0;       ///< tick of the next busy-path netpoll
     std::uint64_t next_due_check = 0;  ///< tick of the next busy-path timer due-check
-    static constexpr std::uint32_t obs_period = 8;
-    std::uint32_t obs_left = obs_period;  ///< observation points until the next clock read
+
+    // Clock reads at observation points (runtime.cpp, adapt_obs_period): the
+    // current window is obs_period points long, obs_left of them to go.
+    std::uint32_t obs_period = obs_period_initial;
+    std::uint32_t obs_left = obs_period_initial;
+    std::uint64_t obs_mark = 0;  ///< tick of the last clock read (or of the slice's start)
+
+    /// The actor whose short period last shortened the window (obs_enter);
+    /// credited when the window turns out chatty (adapt_obs_period).
+    slot* obs_capper = nullptr;
+
+    /// `next` takes over the running slice (a direct switch, a wake-slot
+    /// actor): the clock-read window is shortened so that it ends within
+    /// `next`'s own observation period, or an actor that observes rarely
+    /// would inherit the long count of a chatty one (runtime.cpp,
+    /// adapt_obs_period). obs_period stays the window's full length.
+    void obs_enter(slot& next) noexcept {
+        const std::uint32_t p = next.obs_period.load(std::memory_order_relaxed);
+        if (obs_left > p) [[unlikely]] {
+            obs_period -= obs_left - p;
+            obs_left = p;
+            obs_capper = &next;
+        }
+    }
     /// The actor to run next on this scheduler, before the shared queue
     /// (see enqueue_from).
     slot* wake_slot = nullptr;
@@ -322,6 +344,7 @@ inline slot* runtime_impl::take_direct(scheduler& s) noexcept {
     s.wake_slot = nullptr;
     s.current_gen = next->word.start_running();
     s.current = next;
+    s.obs_enter(*next);
     bump(s.pops);
     return next;
 }

@@ -30,6 +30,11 @@
 
 namespace smarm::detail {
 
+/// Observation points between two clock reads for an actor not yet measured,
+/// and the most the adaptation allows (runtime.cpp, adapt_obs_period).
+inline constexpr std::uint8_t obs_period_initial = 8;
+inline constexpr std::uint8_t obs_period_max = 64;
+
 /// Layout: spawn, switch, finish, join and reclaim touch only the first two
 /// cache lines (a spawn+join benchmark holding 200k handles missed ~5 lines
 /// per actor with the earlier 272-byte layout); what only calls, timed
@@ -49,7 +54,13 @@ struct alignas(64) slot {
     std::uint8_t end_kind_ = 0;    ///< exit_kind, see end_kind()
     bool pg_member = false;        ///< joined a process group (finalize evicts it)
     spinlock cold_mu;              ///< guards the cold part (below)
-    void* ctx = nullptr;           ///< suspended fcontext
+    /// Observation points between clock reads that suit this actor, learned
+    /// by the observation point (runtime.cpp, adapt_obs_period); a fresh
+    /// slice starts its count from here. Relaxed: it only steers when the
+    /// clock is read, and a scheduler may raise it for an actor it ran
+    /// earlier in a slice (scheduler::obs_capper).
+    std::atomic<std::uint8_t> obs_period{obs_period_initial};
+    void* ctx = nullptr;  ///< suspended fcontext
     void* task = nullptr;
     const task_vtable* vt = nullptr;
     std::exception_ptr end_error;

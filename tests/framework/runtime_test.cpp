@@ -1,4 +1,5 @@
 #include <smarm/channel.hpp>
+#include <smarm/introspect.hpp>
 #include <smarm/runtime.hpp>
 
 #include <gtest/gtest.h>
@@ -280,6 +281,50 @@ TEST(Runtime, TimeslicePreemptsSpinnerAtCheck) {
             EXPECT_TRUE(other_ran.load());
         },
         1);
+}
+
+TEST(Runtime, SparseObservationPointsYieldNearTheSliceEnd) {
+    // One scheduler, a 2 ms slice: `sparse` observes every 0.8 ms (a busy
+    // wait on the clock), `dense` in a tight loop. Reading the clock only at
+    // every 8th observation point let `sparse` run 8 points (6.4 ms) per
+    // slice; an observation period carried along by the scheduler handed it
+    // dense's long period. Learned per actor, sparse reads the clock at every
+    // point once its pace is known, so after its first slice it yields at
+    // the first point past the slice: the 3rd. Counted in observation
+    // points, not time, so a loaded machine can only make the runs shorter.
+    smarm::runtime_config c = smarm_test::config(1);
+    c.timeslice = 2ms;
+    smarm::runtime rt(c);
+    std::vector<int> runs{0};  // sparse's observation points per slice
+    rt.run([&] {
+        std::atomic<bool> done{false};
+        std::atomic<std::uint64_t> dense_turns{0};
+        auto dense = smarm::spawn([&] {
+            while (!done.load(std::memory_order_relaxed)) {
+                dense_turns.fetch_add(1, std::memory_order_relaxed);
+                SMARM_CHECK();
+            }
+        });
+        auto sparse = smarm::spawn([&] {
+            for (int i = 0; i < 40; ++i) {
+                const auto until = steady::now() + 800us;
+                while (steady::now() < until) {
+                }
+                ++runs.back();
+                const auto seen = dense_turns.load(std::memory_order_relaxed);
+                SMARM_CHECK();
+                // One scheduler: dense ran only if this point yielded.
+                if (dense_turns.load(std::memory_order_relaxed) != seen) runs.push_back(0);
+            }
+        });
+        sparse.join();
+        done = true;
+        dense.join();
+    });
+    ASSERT_GE(runs.size(), 6u);
+    // The first slice is spent learning the pace; the last run is cut short.
+    for (std::size_t i = 1; i + 1 < runs.size(); ++i)
+        EXPECT_LE(runs[i], 3) << "slice " << i;
 }
 
 TEST(Runtime, RootDrainStopsParkedForeverActors) {

@@ -154,7 +154,9 @@ namespace {
 // fiber_suspend's body, inlined into the park entry points below (the
 // message path parks through them: one call fewer per switch).
 [[gnu::always_inline]] inline slot& suspend(switch_reason why) noexcept {
-    scheduler* s = current_scheduler();
+    // The only read (entry_scheduler's rule): after the switch the
+    // scheduler comes with the transfer (switched_in).
+    scheduler* s = entry_scheduler();
     slot& sl = *s->current;
     save_eh(s, sl);
     bctx::transfer_t t;

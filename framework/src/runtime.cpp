@@ -29,8 +29,9 @@ namespace smarm::detail {
 // thread-locals, ticks
 // ---------------------------------------------------------------------------
 
+constinit thread_local scheduler* tl_sched = nullptr;
+
 namespace {
-thread_local scheduler* tl_sched = nullptr;
 // The most recently started runtime: lets foreign threads (and pre-run
 // code) reach it for request_stop and friends.
 std::atomic<runtime_impl*> g_active{nullptr};
@@ -45,7 +46,8 @@ unsigned usable_cpus() noexcept {
 
 }  // namespace
 
-// noipa: a thread_local read must never be cached across a context switch.
+// noipa: a thread_local read must never be cached across a context switch
+// (see entry_scheduler for the one exception).
 SMARM_OPAQUE_CALL scheduler* current_scheduler() noexcept {
     return tl_sched;
 }
@@ -994,7 +996,7 @@ void observe() {
 }
 
 void unpark_then_observe(pid p, std::uint32_t epoch) {
-    scheduler* s = current_scheduler();
+    scheduler* s = entry_scheduler();  // read once, before the possible yield
     if (s == nullptr) {
         if (p.valid()) unpark_at(p, epoch);  // a sender outside the runtime
         return;
@@ -1004,7 +1006,7 @@ void unpark_then_observe(pid p, std::uint32_t epoch) {
 }
 
 wait_token observe_and_open(const char* call) {
-    scheduler* s = current_scheduler();
+    scheduler* s = entry_scheduler();  // after a yield, observe_on returns the new one
     if (s == nullptr || s->current == nullptr) actor_or_throw(call);  // throws
     s = observe_on(s);  // it may have yielded and moved us
     slot& sl = *s->current;

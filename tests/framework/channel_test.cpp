@@ -1,4 +1,5 @@
 #include <smarm/channel.hpp>
+#include <smarm/introspect.hpp>
 #include <smarm/runtime.hpp>
 
 #include <gtest/gtest.h>
@@ -144,6 +145,78 @@ TEST(Channel, TwoActorsReceivingOnOneChannelIsAnError) {
         (void)tx.send(1);
         EXPECT_EQ(first.join().kind, smarm::exit_kind::exit);
     });
+}
+
+// Waits (yielding) until `p` is parked.
+void wait_parked(smarm::pid p) {
+    for (;;) {
+        auto i = smarm::introspect::info(p);
+        if (i && i->state == "parked") return;
+        smarm::yield_now();
+    }
+}
+
+TEST(Channel, AStoppedRecvWithdrawsItsHandOffSlot) {
+    // A parked recv() registers a slot in its frame for the next send; once
+    // it is stopped the frame is gone, so the send must queue instead.
+    smarm_test::run(
+        [] {
+            auto [tx, rx] = smarm::channel<int>();
+            auto a = smarm::spawn([&rx = rx] { (void)rx.recv(); });
+            wait_parked(a.id());
+            smarm::request_stop(a.id());
+            EXPECT_EQ(a.join().kind, smarm::exit_kind::stopped);
+            ASSERT_TRUE(tx.send(1).ok());
+            auto r = rx.try_recv();
+            ASSERT_TRUE(r) << "the message went to the stopped receiver's frame";
+            EXPECT_EQ(*r.value, 1);
+        },
+        1);
+}
+
+TEST(Channel, AMessageHandedToAStoppedRecvGoesBackToTheQueue) {
+    // One scheduler: the stop wakes `a`, then the send hands 42 into its slot
+    // before `a` runs again and unwinds; 42 must not go down with the frame.
+    smarm_test::run(
+        [] {
+            auto [tx, rx] = smarm::channel<int>();
+            auto a = smarm::spawn([&rx = rx] { (void)rx.recv(); });
+            wait_parked(a.id());
+            smarm::request_stop(a.id());
+            ASSERT_TRUE(tx.send(42).ok());
+            ASSERT_TRUE(tx.send(43).ok());
+            EXPECT_EQ(a.join().kind, smarm::exit_kind::stopped);
+            auto r = rx.try_recv();
+            ASSERT_TRUE(r) << "the handed message was lost";
+            EXPECT_EQ(*r.value, 42) << "and it keeps its place before 43";
+            EXPECT_EQ(*rx.try_recv().value, 43);
+        },
+        1);
+}
+
+TEST(Channel, ARecvWokenByADeferredStopParksAgainAndReceives) {
+    // Under no_preempt a stop wakes the parked recv() without throwing: it
+    // withdraws its slot, parks again, and the next send still reaches it.
+    smarm_test::run(
+        [] {
+            auto [tx, rx] = smarm::channel<int>();
+            std::atomic<int> got{0};
+            auto a = smarm::spawn([&rx = rx, &got] {
+                {
+                    smarm::no_preempt np;
+                    got = *rx.recv();
+                }
+                SMARM_CHECK();  // the deferred stop lands here
+                got = -1;
+            });
+            wait_parked(a.id());
+            smarm::request_stop(a.id());
+            wait_parked(a.id());  // woken by the stop, parked again
+            ASSERT_TRUE(tx.send(7).ok());
+            EXPECT_EQ(a.join().kind, smarm::exit_kind::stopped);
+            EXPECT_EQ(got.load(), 7);
+        },
+        1);
 }
 
 TEST(Channel, SendFromForeignThread) {

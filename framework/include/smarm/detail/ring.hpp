@@ -41,6 +41,12 @@ class ring {
         ::new (&buf_[(head_ + size_) & (cap_ - 1)]) T(std::move(v));
         ++size_;
     }
+    void push_front(T&& v) {
+        if (size_ == cap_) grow();
+        head_ = (head_ + cap_ - 1) & (cap_ - 1);
+        ::new (&buf_[head_]) T(std::move(v));
+        ++size_;
+    }
     T pop_front() {
         T& f = buf_[head_];
         T v(std::move(f));

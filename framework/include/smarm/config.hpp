@@ -7,19 +7,32 @@
 
 namespace smarm {
 
+/// How sockets are registered with epoll (see README: IO benchmarks).
+enum class socket_registration { persistent, oneshot };
+
+// clang-format off
 /// Configuration of a smarm::runtime. Validated by the runtime constructor,
 /// which throws std::invalid_argument naming the field and the bad value.
 ///
 /// | key | meaning | default | valid |
 /// |---|---|---|---|
-/// | `schedulers` | scheduler OS threads (the caller of run() is thread 0) | 0 = hardware threads |
-/// 0 or 1..64 | | `max_actors` | capacity of the slot table (live actors at once) | 1,048,576
-/// | 1..2^28 | | `stack_size` | address space per actor stack, guard page excluded; only touched
-/// pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages | | `timeslice` | how long an
-/// actor runs before an observation point yields it | 1 ms | 10 µs..10 s | | `guard_pages` | a
-/// PROT_NONE page below every stack | true | — | | `alloc_check_interval` | with the
-/// `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield
-/// it when its timeslice is spent (0 = off) | 0 | any |
+/// | `schedulers` | scheduler OS threads (the caller of run() is thread 0) | 0 = hardware threads | 0 or 1..64 |
+/// | `max_actors` | capacity of the slot table (live actors at once) | 1,048,576 | 1..2^28 |
+/// | `stack_size` | address space per actor stack, guard page excluded; only touched pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages |
+/// | `timeslice` | how long an actor runs before an observation point yields it | 1 ms | 10 µs..10 s |
+/// | `idle_spin` | how long an idle scheduler spins (polling for work and sockets) before it sleeps | 50 µs | 0..10 ms |
+/// | `guard_pages` | a PROT_NONE page below every stack | true | — |
+/// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
+/// | `blocking_threads` | threads of the pool that runs blocking calls (`block_on_io`) | 2 | 1..1024 |
+/// | `sockets` | how sockets are registered with epoll (socket_registration) | persistent | — |
+// clang-format on
+///
+/// Preemption precision: an observation point reads the clock only every
+/// few points, at a pace learned per actor (about 32 reads per slice, at
+/// most one per 64 points), so a spent slice is noticed within ~1/32 of a
+/// slice by an actor that observes at a steady pace. When an actor that
+/// observed many times per microsecond switches to observing rarely, its
+/// first slice after the change can run over by up to 64 of its new gaps.
 ///
 /// The allocation observation point preempts code that never calls the
 /// runtime, at a price: an allocation becomes a place where the actor can
@@ -27,9 +40,6 @@ namespace smarm {
 /// std::mutex (or any thread-affine lock) across an allocation; use
 /// smarm::mutex or a no_preempt region. It only yields; stops still wait
 /// for a real observation point.
-/// How sockets are registered with epoll (see README: IO benchmarks).
-enum class socket_registration { persistent, oneshot };
-
 struct runtime_config {
     unsigned schedulers = 0;
     std::size_t max_actors = std::size_t{1} << 20;

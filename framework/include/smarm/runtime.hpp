@@ -203,6 +203,8 @@ void sleep_wall(std::chrono::nanoseconds d);
 bool request_stop(pid p) noexcept;
 /// Observation point for hot loops: yields when the timeslice is spent and
 /// throws smarm::stopped when a stop is pending. A no-op outside actors.
+/// Cheap: the clock is read only every few calls (runtime_config,
+/// "Preemption precision").
 void check();
 /// Is the calling code running inside an actor?
 bool in_actor() noexcept;

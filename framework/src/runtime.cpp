@@ -514,8 +514,6 @@ void runtime_impl::schedule_loop(scheduler& s) {
 }
 
 slot* runtime_impl::resume(scheduler& s, slot& sl, bool from_wake_slot) {
-    s.current_gen = sl.word.start_running();
-    s.current = &sl;
     // A wake-slot actor inherits the running slice (see the design note); if
     // that slice is spent, its first observation point yields.
     if (!from_wake_slot) {
@@ -524,10 +522,8 @@ slot* runtime_impl::resume(scheduler& s, slot& sl, bool from_wake_slot) {
         s.obs_mark = now;
         s.obs_period = s.obs_left = sl.obs_period.load(std::memory_order_relaxed);
         s.obs_capper = nullptr;
-    } else {
-        s.obs_enter(sl);
     }
-    bump(s.pops);
+    make_current(s, sl);
     switch_reason why = fiber_resume(s, sl);
     // The actor that came back: `sl`, or one it switched to directly.
     slot& back = *s.current;

@@ -245,6 +245,10 @@ class runtime_impl {
     /// into the wake slot, or finalize). The park case is inline.
     void direct_switch_done(scheduler& s, slot& from, switch_reason why) noexcept;
     void direct_switch_done_slow(scheduler& s, slot& from, switch_reason why) noexcept;
+    /// `next` (popped, Queued) becomes the actor running on `s`: a fresh
+    /// epoch, the observation window cut to its period (a no-op right after
+    /// a fresh slice set it), counted as a pop. resume() and take_direct().
+    void make_current(scheduler& s, slot& next) noexcept;
     bool request_stop(pid p) noexcept;
 
     // ---- spawning ----
@@ -348,6 +352,13 @@ inline void runtime_impl::unpark_at(pid p, std::uint32_t epoch, scheduler* calle
     if (sl != nullptr && sl->word.unpark_at(p.generation, epoch)) enqueue_from(caller, *sl);
 }
 
+inline void runtime_impl::make_current(scheduler& s, slot& next) noexcept {
+    s.current_gen = next.word.start_running();
+    s.current = &next;
+    s.obs_enter(next);
+    bump(s.pops);
+}
+
 inline slot* runtime_impl::take_direct(scheduler& s) noexcept {
     slot* next = s.wake_slot;
     if (next == nullptr || s.direct_left == 0) return nullptr;
@@ -358,10 +369,7 @@ inline slot* runtime_impl::take_direct(scheduler& s) noexcept {
     // full (starved clients timed out in Net.EchoThousandClients under load).
     if (!queue_.empty()) coord_.wake_one_if_idle();
     s.wake_slot = nullptr;
-    s.current_gen = next->word.start_running();
-    s.current = next;
-    s.obs_enter(*next);
-    bump(s.pops);
+    make_current(s, *next);
     return next;
 }
 

@@ -156,15 +156,22 @@ void wait_parked(smarm::pid p) {
     }
 }
 
+// Spawns an actor parked in rx.recv() and requests its stop: with one
+// scheduler it is woken but has not run again when this returns.
+smarm::join_handle stop_a_parked_receiver(const smarm::receiver<int>& rx) {
+    auto a = smarm::spawn([&rx] { (void)rx.recv(); });
+    wait_parked(a.id());
+    smarm::request_stop(a.id());
+    return a;
+}
+
 TEST(Channel, AStoppedRecvWithdrawsItsHandOffSlot) {
     // A parked recv() registers a slot in its frame for the next send; once
     // it is stopped the frame is gone, so the send must queue instead.
     smarm_test::run(
         [] {
             auto [tx, rx] = smarm::channel<int>();
-            auto a = smarm::spawn([&rx = rx] { (void)rx.recv(); });
-            wait_parked(a.id());
-            smarm::request_stop(a.id());
+            auto a = stop_a_parked_receiver(rx);
             EXPECT_EQ(a.join().kind, smarm::exit_kind::stopped);
             ASSERT_TRUE(tx.send(1).ok());
             auto r = rx.try_recv();
@@ -180,9 +187,7 @@ TEST(Channel, AMessageHandedToAStoppedRecvGoesBackToTheQueue) {
     smarm_test::run(
         [] {
             auto [tx, rx] = smarm::channel<int>();
-            auto a = smarm::spawn([&rx = rx] { (void)rx.recv(); });
-            wait_parked(a.id());
-            smarm::request_stop(a.id());
+            auto a = stop_a_parked_receiver(rx);
             ASSERT_TRUE(tx.send(42).ok());
             ASSERT_TRUE(tx.send(43).ok());
             EXPECT_EQ(a.join().kind, smarm::exit_kind::stopped);

@@ -29,6 +29,15 @@ namespace smarm::detail {
 
 namespace {
 
+[[gnu::always_inline]] inline bctx::transfer_t jump(bctx::fcontext_t to, void* data) noexcept {
+#if SMARM_INLINE_PARK
+    fiber_transfer t = smarm_jump_fcontext(to, data);
+    return {t.ctx, t.data};
+#else
+    return bctx::jump_fcontext(to, data);
+#endif
+}
+
 struct eh_globals {
     void* caught;
     unsigned int uncaught;
@@ -140,7 +149,7 @@ switch_reason fiber_resume(scheduler& s, slot& sl) noexcept {
 #if SMARM_TSAN
     __tsan_switch_to_fiber(sl.tsan_fiber, 0);
 #endif
-    bctx::transfer_t t = bctx::jump_fcontext(sl.ctx, &s);
+    bctx::transfer_t t = jump(sl.ctx, &s);
 #if SMARM_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -151,15 +160,14 @@ switch_reason fiber_resume(scheduler& s, slot& sl) noexcept {
 }
 
 namespace {
-// fiber_suspend's body, inlined into the park entry points below (the
-// message path parks through them: one call fewer per switch).
-[[gnu::always_inline]] inline slot& suspend(switch_reason why) noexcept {
-    // The only read (entry_scheduler's rule): after the switch the
-    // scheduler comes with the transfer (switched_in).
-    scheduler* s = entry_scheduler();
-    slot& sl = *s->current;
+// Everything before the jump that leaves `sl`: where to, and the scheduler
+// to hand over with the transfer.
+struct leaving {
+    bctx::fcontext_t to;
+    scheduler* s;
+};
+[[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why) noexcept {
     save_eh(s, sl);
-    bctx::transfer_t t;
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.
     if (slot* next = why != switch_reason::yield ? s->rt->take_direct(*s) : nullptr) {
@@ -175,18 +183,28 @@ namespace {
 #if SMARM_TSAN
         __tsan_switch_to_fiber(next->tsan_fiber, 0);
 #endif
-        t = bctx::jump_fcontext(next->ctx, s);
-    } else {
-        s->why = why;
+        return {next->ctx, s};
+    }
+    s->why = why;
 #if SMARM_ASAN
-        __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
-                                       s->asan_bottom, s->asan_size);
+    __sanitizer_start_switch_fiber(why == switch_reason::finish ? nullptr : &sl.asan_fake_stack,
+                                   s->asan_bottom, s->asan_size);
 #endif
 #if SMARM_TSAN
-        __tsan_switch_to_fiber(s->tsan_fiber, 0);
+    __tsan_switch_to_fiber(s->tsan_fiber, 0);
 #endif
-        t = bctx::jump_fcontext(s->ctx, s);
-    }
+    return {s->ctx, s};
+}
+
+// fiber_suspend's body, inlined into the park entry points below (the
+// message path parks through them: one call fewer per switch).
+[[gnu::always_inline]] inline slot& suspend(switch_reason why) noexcept {
+    // The only read (entry_scheduler's rule): after the switch the
+    // scheduler comes with the transfer (switched_in).
+    scheduler* s = entry_scheduler();
+    slot& sl = *s->current;
+    leaving l = leave(s, sl, why);
+    bctx::transfer_t t = jump(l.to, l.s);
     // Resumed, possibly by another scheduler thread.
     switched_in(t, sl);
     return sl;
@@ -211,5 +229,22 @@ std::uint32_t park_and_reopen() {
     if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
     return sl.word.begin_wait();
 }
+
+#if SMARM_INLINE_PARK
+fiber_transfer park_begin() noexcept {
+    scheduler* s = entry_scheduler();
+    leaving l = leave(s, *s->current, switch_reason::park);
+    return {l.to, l.s};
+}
+
+std::uint32_t park_end(fiber_transfer from) {
+    auto* s = static_cast<scheduler*>(from.data);
+    // Whoever resumed us made us current first (make_current).
+    slot& sl = *s->current;
+    switched_in({from.ctx, from.data}, sl);
+    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
+    return sl.word.begin_wait();
+}
+#endif
 
 }  // namespace smarm::detail

@@ -1,7 +1,10 @@
 #pragma once
 // Context switching between scheduler threads and actors.
 //
-// Built on Boost.Context's fcontext (make_fcontext / jump_fcontext). Every
+// Built on Boost.Context's fcontext: make_fcontext makes the contexts, and
+// switches go through its jump_fcontext, or on x86-64 Linux (no sanitizer) through
+// switch_x86_64_sysv.S (the same frame layout), which the hot parks in
+// headers call from the actor's own code (detail/wait.hpp park_here). Every
 // switch is annotated for the sanitizers in those builds (ASan:
 // __sanitizer_start/finish_switch_fiber; TSan: one fiber per actor and
 // __tsan_switch_to_fiber), and carries the C++ runtime's per-thread

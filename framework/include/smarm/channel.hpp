@@ -335,7 +335,7 @@ class receiver {
     [[gnu::always_inline]] void park_for_handoff(std::optional<T>& out,
                                                  std::atomic<bool>& full) const {
         try {
-            detail::park();
+            (void)detail::park_here();
         } catch (...) {  // smarm::stopped: the frame is about to go
             withdraw(out, true);
             throw;
@@ -380,7 +380,7 @@ class receiver {
                 if (st_->senders == 0) return out;
                 st_->register_waiter(w.self, w.epoch, call);
             }
-            w.epoch = detail::park_and_reopen();
+            w.epoch = detail::park_here();
         }
     }
     void drop() noexcept {

@@ -184,7 +184,7 @@ call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send
             guard.timed = true;
             defer_wake(epoch, begun, timeout);
         }
-        park();
+        (void)park_here();
         woken = true;
     }
 }

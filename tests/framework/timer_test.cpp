@@ -52,13 +52,19 @@ TEST(Timer, SendAfterToDroppedReceiverIsSilent) {
     });
 }
 
+// Spawned latest-deadline first, so the heap (not arming order) decides.
+// The deadlines are absolute: with relative sleeps, a spawn loop slowed by
+// more than the 5 ms spacing (TSan, a loaded machine) armed sleeper i-1's
+// timer after i's deadline and they swapped (found under make test-tsan).
 TEST(Timer, ManySleepersWakeInOrder) {
     smarm_test::run(
         [] {
             auto [tx, rx] = smarm::channel<int>();
+            // Every sleeper arms long before the first deadline.
+            const auto base = steady::now() + 200ms;
             for (int i = 9; i >= 0; --i)
-                smarm::spawn([tx = tx, i] {
-                    smarm::sleep(std::chrono::milliseconds(5 * i));
+                smarm::spawn([tx = tx, i, base] {
+                    smarm::sleep_until(base + std::chrono::milliseconds(5 * i));
                     (void)tx.send(i);
                 }).detach();
             for (int i = 0; i < 10; ++i)

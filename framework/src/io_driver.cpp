@@ -120,19 +120,21 @@ poll_desc* io_driver::open(int fd, bool persistent) {
         pd->ready[0] = pd->ready[1] = false;
         pd->hup[0] = pd->hup[1] = false;
         pd->waiter[0] = pd->waiter[1] = pid{};
-        pd->registered = persistent;
-    }
-    if (persistent) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        ev.data.u64 = tag_of(pd);
-        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            int e = errno;
-            close(pd);
-            throw_errno(e, "smarm io: registering fd " + std::to_string(fd) + " with epoll");
-        }
+        // Both modes register on the first wait (ready_or_register).
+        pd->registered = false;
     }
     return pd;
+}
+
+void io_driver::register_persistent(poll_desc* pd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.u64 = tag_of(pd);
+    // ADD reports the readiness the fd already has, so an edge that came
+    // between the caller's EAGAIN and now is not lost.
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, pd->fd, &ev) != 0)
+        throw_errno(errno, "smarm io: registering fd " + std::to_string(pd->fd) + " with epoll");
+    pd->registered = true;
 }
 
 void io_driver::close(poll_desc* pd, bool fd_closes_next) noexcept {
@@ -204,9 +206,12 @@ bool io_driver::ready_or_register(poll_desc* pd, int dir, pid self, std::uint32_
     if (!pd->waiter[dir].valid()) rt_.io_fd_waiters.fetch_add(1, std::memory_order_acq_rel);
     pd->waiter[dir] = self;
     pd->waiter_epoch[dir] = epoch;
-    if (pd->oneshot) {
+    if (pd->oneshot || !pd->registered) {
         try {
-            arm_oneshot(pd);
+            if (pd->oneshot)
+                arm_oneshot(pd);
+            else
+                register_persistent(pd);
         } catch (...) {
             clear_waiter(pd, dir);
             throw;

@@ -15,11 +15,16 @@
 // first.
 //
 // Poll descriptors (Go's pollDesc): a socket registers once, edge-triggered
-// for both directions, and keeps per direction a ready flag and at most one
-// waiter (pid, epoch). An edge with no waiter sets the flag; a waiter that
-// finds the flag consumes it and retries its syscall. epoll data carries
-// (table index, generation), so an event that arrives after the descriptor
-// was closed and its entry reused is recognised and dropped.
+// for both directions, on its first wait (the first EAGAIN; epoll_ctl ADD
+// reports readiness the fd already has, so nothing between the EAGAIN and
+// the ADD is lost), and keeps per direction a ready flag and at most one
+// waiter (pid, epoch). A connection whose request is already there when it
+// is accepted, answered and closed without waiting never enters the epoll
+// set: one syscall (and the kernel's epoll item) fewer per short
+// connection. An edge with no waiter sets the flag; a waiter that finds the
+// flag consumes it and retries its syscall. epoll data carries (table index,
+// generation), so an event that arrives after the descriptor was closed and
+// its entry reused is recognised and dropped.
 //
 // Who calls epoll_wait: schedulers do (an idle one spins a few tens of µs
 // polling every 2 µs; a busy one polls every 20 µs), so a woken actor runs on
@@ -91,8 +96,10 @@ class io_driver {
     io_driver(const io_driver&) = delete;
     io_driver& operator=(const io_driver&) = delete;
 
-    /// A descriptor for `fd`; persistent ones are registered with epoll now.
-    /// Throws std::system_error (naming the fd) when epoll refuses it.
+    /// A descriptor for `fd`, not yet in the epoll set: it registers on its
+    /// first wait (ready_or_register, which throws std::system_error naming
+    /// the fd when epoll refuses it). Throws std::system_error (EMFILE) when
+    /// the descriptor table is full.
     poll_desc* open(int fd, bool persistent);
     /// Deregisters, wakes any waiter (it sees the fd closed), frees the entry.
     /// `fd_closes_next`: the caller owns the fd and closes it right after,
@@ -133,6 +140,7 @@ class io_driver {
     void pool_loop();
     poll_desc* lookup(std::uint64_t data) noexcept;
     void arm_oneshot(poll_desc* pd);                     // caller holds pd->mu
+    void register_persistent(poll_desc* pd);             // caller holds pd->mu
     void clear_waiter(poll_desc* pd, int dir) noexcept;  // caller holds pd->mu
 
     runtime_impl& rt_;

@@ -7,10 +7,14 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -137,6 +141,51 @@ TEST(Net, Ipv6Loopback) {
 // wait for an edge that already came. (Found live: the HTTP server's 408
 // test hung on the client's read after the 408.) This ordering does not
 // force the race; HttpServer.SlowHeadersGet408AndIdleConnectionsClose hit it.
+// The fds in this process's epoll sets (the tfd lines of every eventpoll
+// fd's /proc/self/fdinfo).
+std::set<int> epoll_registered_fds() {
+    std::set<int> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        auto target = std::filesystem::read_symlink(e.path(), ec);
+        if (ec || target.string() != "anon_inode:[eventpoll]") continue;
+        std::ifstream in("/proc/self/fdinfo/" + e.path().filename().string());
+        for (std::string line; std::getline(in, line);)
+            if (line.rfind("tfd:", 0) == 0) out.insert(std::stoi(line.substr(4)));
+    }
+    return out;
+}
+
+// A socket is added to epoll on its first wait: one served by reads that
+// find their data never costs an epoll_ctl. Data that lands between the
+// EAGAIN and the registration is reported by the ADD itself.
+TEST(Net, ASocketEntersTheEpollSetOnItsFirstWait) {
+    smarm_test::run(
+        [] {
+            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+            auto client = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port());
+            client.write_all("hello", 5);
+            auto server = l.accept();
+            // Until the bytes are there (a blocking poll: this test only).
+            pollfd p{server.native_handle(), POLLIN, 0};
+            ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+            char buf[16];
+            EXPECT_EQ(server.read_some(buf, sizeof buf, 10s), 5u);
+            server.write_all("hi", 2);
+            EXPECT_FALSE(epoll_registered_fds().contains(server.native_handle()));
+
+            auto reader = smarm::spawn([&] {
+                char more[16];
+                EXPECT_EQ(server.read_some(more, sizeof more, 10s), 3u);
+            });
+            smarm::yield_now();  // the reader runs, finds nothing and parks
+            EXPECT_TRUE(epoll_registered_fds().contains(server.native_handle()));
+            client.write_all("abc", 3);
+            reader.join();
+        },
+        1);
+}
+
 TEST(Net, FinAfterTheLastDataIsSeen) {
     smarm_test::run(
         [] {

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace http = smarm::http;
@@ -19,18 +20,23 @@ int main(int argc, char** argv) {
     smarm::runtime_config rc;
     if (argc > 2) rc.schedulers = static_cast<unsigned>(std::atoi(argv[2]));
     if (argc > 3) rc.idle_spin = std::chrono::microseconds(std::atoi(argv[3]));
-    smarm::runtime rt(rc);
-    rt.run([&] {
-        http::router r;
-        r.get("/plaintext", [](http::request&) {
-            return http::response(http::status::ok, "Hello, World!", "text/plain");
+    try {
+        smarm::runtime rt(rc);
+        rt.run([&] {
+            http::router r;
+            r.get("/plaintext", [](http::request&) {
+                return http::response(http::status::ok, "Hello, World!", "text/plain");
+            });
+            http::server srv(cfg, std::move(r));
+            srv.start();
+            srv.stop_on_signals();
+            std::printf("smarm-hello listening on %s\n", srv.local_address().to_string().c_str());
+            std::fflush(stdout);
+            srv.wait();
         });
-        http::server srv(cfg, std::move(r));
-        srv.start();
-        srv.stop_on_signals();
-        std::printf("smarm-hello listening on %s\n", srv.local_address().to_string().c_str());
-        std::fflush(stdout);
-        srv.wait();
-    });
+    } catch (const std::exception& e) {  // a bad argument, the port taken
+        std::fprintf(stderr, "smarm-hello: %s\n", e.what());
+        return 1;
+    }
     return 0;
 }

@@ -217,17 +217,23 @@ slot& fiber_suspend(switch_reason why) noexcept {
 
 // The wait protocol's parks (detail/wait.hpp) live here so the switch is
 // inlined into them.
-void park() {
-    slot& sl = suspend(switch_reason::park);
-    // stop_for is 0 unless some stop was requested for this slot's current
-    // or an earlier tenant: one relaxed load on the common path.
+
+namespace {
+// Every park's tail, on the resumed side: a pending stop is thrown here.
+// stop_for is 0 unless some stop was requested for this slot's current or
+// an earlier tenant: one relaxed load on the common path.
+[[gnu::always_inline]] inline slot& parked(slot& sl) {
     if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
+    return sl;
+}
+}  // namespace
+
+void park() {
+    parked(suspend(switch_reason::park));
 }
 
 std::uint32_t park_and_reopen() {
-    slot& sl = suspend(switch_reason::park);
-    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
-    return sl.word.begin_wait();
+    return parked(suspend(switch_reason::park)).word.begin_wait();
 }
 
 #if SMARM_INLINE_PARK
@@ -242,8 +248,7 @@ std::uint32_t park_end(fiber_transfer from) {
     // Whoever resumed us made us current first (make_current).
     slot& sl = *s->current;
     switched_in({from.ctx, from.data}, sl);
-    if (sl.stop_for.load(std::memory_order_relaxed) != 0) throw_if_stopped();
-    return sl.word.begin_wait();
+    return parked(sl).word.begin_wait();
 }
 #endif
 

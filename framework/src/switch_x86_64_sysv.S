@@ -22,6 +22,7 @@
 // leaving side pushed, the wrong site whenever the two differ. Measured with
 // inlined parks: jmp 0.76-0.83x the old round trip, ret 1.07x.
 
+#if defined(__x86_64__) && defined(__linux__)
     .text
     .globl  smarm_jump_fcontext
     .type   smarm_jump_fcontext, @function
@@ -54,5 +55,6 @@ smarm_jump_fcontext:
     movq    %rax, %rdi
     jmp     *%r8
     .size   smarm_jump_fcontext, .-smarm_jump_fcontext
+#endif
 
     .section .note.GNU-stack, "", %progbits

@@ -256,12 +256,12 @@ class receiver {
                 st_->handoff = &out;
                 st_->handoff_full = &full;
             }
-            park_for_handoff(out, full);
+            const std::uint32_t next_epoch = park_for_handoff(out, full);
             if (out) {
                 detail::count_received(w);
                 return out;
             }
-            w.epoch = detail::begin_wait();
+            w.epoch = next_epoch;
         }
     }
     /// Never parks.
@@ -332,10 +332,12 @@ class receiver {
   private:
     // Parks a recv() whose slot `out` is registered. On return the slot is
     // no longer registered: a send filled it, or it was withdrawn here.
-    [[gnu::always_inline]] void park_for_handoff(std::optional<T>& out,
-                                                 std::atomic<bool>& full) const {
+    // Returns the epoch of the actor's next wait (park_here).
+    [[gnu::always_inline]] std::uint32_t park_for_handoff(std::optional<T>& out,
+                                                          std::atomic<bool>& full) const {
+        std::uint32_t next_epoch;
         try {
-            (void)detail::park_here();
+            next_epoch = detail::park_here();
         } catch (...) {  // smarm::stopped: the frame is about to go
             withdraw(out, true);
             throw;
@@ -343,6 +345,7 @@ class receiver {
         // acquire: pairs with the sender's release; then `out` is ours.
         if (!full.load(std::memory_order_acquire)) [[unlikely]]
             withdraw(out, false);
+        return next_epoch;
     }
     // Takes the slot back under the lock. Filled meanwhile (a send raced the
     // wake that ended the park): on a normal return the value is kept and

@@ -25,7 +25,6 @@ enum class socket_registration { persistent, oneshot };
 /// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
 /// | `blocking_threads` | threads of the pool that runs blocking calls (`block_on_io`) | 2 | 1..1024 |
 /// | `sockets` | how sockets are registered with epoll (socket_registration) | persistent | — |
-// clang-format on
 ///
 /// Preemption precision: an observation point reads the clock only every
 /// few points, at a pace learned per actor (about 32 reads per slice, at
@@ -40,6 +39,7 @@ enum class socket_registration { persistent, oneshot };
 /// std::mutex (or any thread-affine lock) across an allocation; use
 /// smarm::mutex or a no_preempt region. It only yields; stops still wait
 /// for a real observation point.
+// clang-format on
 struct runtime_config {
     unsigned schedulers = 0;
     std::size_t max_actors = std::size_t{1} << 20;

@@ -276,7 +276,7 @@ void io_driver::scheduler_idle() noexcept {
 }
 
 void io_driver::epoll_loop() {
-    constexpr int batch = 256;
+    constexpr int batch = max_dispatch;
     epoll_event evs[batch];
     for (;;) {
         if (stopping_epoll_.load(std::memory_order_acquire)) return;
@@ -307,13 +307,20 @@ void io_driver::epoll_loop() {
 
 std::size_t io_driver::poll(scheduler* caller) {
     constexpr int batch = 64;
+    static_assert(batch <= max_dispatch);
     epoll_event evs[batch];
     int n = epoll_wait(epfd_, evs, batch, 0);
     return n > 0 ? dispatch(evs, n, caller) : 0;
 }
 
 std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
-    std::pair<pid, std::uint32_t> wake[256];
+    // Who to unpark once the descriptor locks are released: up to two per
+    // event (a reader and a writer). Trivial entries: an array of pids would
+    // be constructed whole on every poll.
+    struct wake_entry {
+        std::uint32_t index, generation, epoch;
+    };
+    wake_entry wake[2 * max_dispatch];
     std::size_t woken = 0;
     for (int i = 0; i < n; ++i) {
         // The shutdown eventfd is level-triggered: a scheduler's poll may see
@@ -334,7 +341,8 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
             // The flag is what select() sees; a waiter in wait() consumes it.
             pd->ready[d] = true;
             if (pd->waiter[d].valid()) {
-                wake[woken++] = {std::exchange(pd->waiter[d], pid{}), pd->waiter_epoch[d]};
+                const pid w = std::exchange(pd->waiter[d], pid{});
+                wake[woken++] = {w.index, w.generation, pd->waiter_epoch[d]};
                 rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
             }
         }
@@ -353,7 +361,7 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
     // Driver-enqueues: the epoll thread goes straight to the shared queue
     // (+ one wake); a polling scheduler takes the actors itself.
     for (std::size_t i = 0; i < woken; ++i)
-        rt_.unpark_at(wake[i].first, wake[i].second, caller);
+        rt_.unpark_at(pid{wake[i].index, wake[i].generation}, wake[i].epoch, caller);
     return woken;
 }
 

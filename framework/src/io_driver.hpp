@@ -135,7 +135,11 @@ class io_driver {
     bool persistent_sockets() const noexcept { return persistent_; }
 
   private:
+    /// The most events one dispatch takes (the epoll thread's batch).
+    static constexpr int max_dispatch = 256;
     void epoll_loop();
+    /// Hands the events' readiness to their descriptors and unparks the
+    /// waiters (n <= max_dispatch).
     std::size_t dispatch(::epoll_event* evs, int n, scheduler* caller);
     void pool_loop();
     poll_desc* lookup(std::uint64_t data) noexcept;

@@ -27,9 +27,7 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -41,6 +39,7 @@
 #include <string>
 
 #include "request_access.hpp"
+#include "request_reader.hpp"
 #include "stream.hpp"
 
 namespace spdlog {
@@ -85,9 +84,9 @@ void log_access(const conn_ctx& c, std::string_view method, std::string_view tar
                 std::string_view request_id);
 /// Logs a handler failure.
 void log_handler_error(const conn_ctx& c, const request& req, std::string_view what);
-/// Converts the parsed message into a request; false when the target's
-/// path has a bad %-escape.
-bool to_request(boost::beast::http::request<boost::beast::http::string_body>&& msg, request& out);
+/// Sets the request's decoded path from its target; false when the path
+/// has a bad %-escape.
+bool decode_path(request& req);
 /// File access for file bodies (run on the blocking pool): the fd, or -1
 /// and the status to answer (404 missing, 403 unreadable, 500 otherwise).
 struct file_open_result {
@@ -149,7 +148,8 @@ void serve_connection(Stream& s, conn_ctx& c) {
         ++seq;
 
         // (2) The header.
-        bhttp::request_parser<bhttp::string_body> parser;
+        request req;
+        request_reader parser(req);
         parser.header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(cfg.header_limit, std::numeric_limits<std::uint32_t>::max())));
         parser.body_limit(cfg.body_limit);
@@ -160,19 +160,17 @@ void serve_connection(Stream& s, conn_ctx& c) {
             if (auto st = status_for(ec)) fail(*st, 11);
             return;
         }
-        auto& head = parser.get();
-        const unsigned version = head.version();
+        const unsigned version = req.version();
         // What Beast leaves to us: exactly one Host in HTTP/1.1, and no
         // transfer coding but chunked (a body we would mis-frame is how
         // requests get smuggled).
-        if ((version >= 11 && head.count(bhttp::field::host) != 1) ||
-            head.count(bhttp::field::host) > 1 ||
-            (head.count(bhttp::field::transfer_encoding) != 0 && !parser.chunked())) {
+        if ((version >= 11 && parser.host_count() != 1) || parser.host_count() > 1 ||
+            (parser.has_transfer_encoding() && !parser.chunked())) {
             fail(http::status::bad_request, version);
             return;
         }
-        if (auto ex = head.find(bhttp::field::expect); ex != head.end()) {
-            if (!iequals(ex->value(), "100-continue")) {
+        if (const std::string* ex = parser.expect()) {
+            if (!iequals(*ex, "100-continue")) {
                 fail(http::status::expectation_failed, version);
                 return;
             }
@@ -194,8 +192,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
         bool keep_alive = parser.keep_alive();
 
         // (4) Route and handle.
-        request req;
-        if (!to_request(parser.release(), req)) {
+        if (!decode_path(req)) {
             fail(http::status::bad_request, version);
             return;
         }

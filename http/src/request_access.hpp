@@ -4,7 +4,18 @@
 
 #include <smarm/http/message.hpp>
 
+#include <string_view>
+
 namespace smarm::http {
+
+/// The path part of a request target: what precedes the first '?' or '#'.
+/// (A loop: string_view::find_first_of with a set is a scan per character.)
+inline std::string_view raw_path(std::string_view target) noexcept {
+    std::size_t i = 0;
+    while (i < target.size() && target[i] != '?' && target[i] != '#')
+        ++i;
+    return target.substr(0, i);
+}
 
 struct request_access {
     static verb& method(request& r) noexcept { return r.method_; }

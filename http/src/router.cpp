@@ -40,6 +40,10 @@ const char* method_name(verb v) {
 }  // namespace
 
 bool percent_decode(std::string_view in, std::string& out) {
+    if (in.find('%') == std::string_view::npos) {  // the usual case
+        out.assign(in.data(), in.size());
+        return true;
+    }
     out.clear();
     out.reserve(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) {
@@ -106,9 +110,7 @@ route_match router::match(request& req) const {
     // The decoded path split into segments. Splitting the raw target first
     // and decoding each segment keeps an encoded '/' inside its segment.
     // Without a '%' the segments are views into the target: no allocation.
-    std::string_view target(req.target());
-    auto q = target.find_first_of("?#");
-    std::string_view raw_path = target.substr(0, q);
+    const std::string_view raw_path = http::raw_path(req.target());
     route_match out;
     if (raw_path.empty() || raw_path[0] != '/') {
         out.status = status::bad_request;
@@ -122,9 +124,8 @@ route_match router::match(request& req) const {
     const bool escaped = raw_path.find('%') != std::string_view::npos;
     for (std::size_t at = 1;;) {
         auto slash = raw_path.find('/', at);
-        std::string_view raw =
-            raw_path.substr(at, slash == std::string_view::npos ? std::string_view::npos
-                                                                : slash - at);
+        std::string_view raw = raw_path.substr(
+            at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
         std::string_view seg = raw;
         if (escaped) {
             decoded.emplace_back();

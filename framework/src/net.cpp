@@ -34,13 +34,6 @@ std::optional<steady::time_point> deadline_of(io_deadline t) {
     return steady::now() + *t;
 }
 
-std::optional<std::chrono::nanoseconds> remaining(std::optional<steady::time_point> d) {
-    if (!d) return std::nullopt;
-    auto left = *d - steady::now();
-    return left > std::chrono::nanoseconds::zero() ? std::chrono::nanoseconds(left)
-                                                   : std::chrono::nanoseconds::zero();
-}
-
 std::string endpoint(const std::string& host, std::uint16_t port) {
     return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
            std::to_string(port);
@@ -217,8 +210,12 @@ tcp_stream tcp_stream::connect(const std::string& host, std::uint16_t port,
 }
 
 std::size_t tcp_stream::read_some(void* buf, std::size_t n, io_deadline timeout) {
+    return read_some_until(buf, n, deadline_of(timeout));
+}
+
+std::size_t tcp_stream::read_some_until(void* buf, std::size_t n,
+                                        std::optional<steady::time_point> deadline) {
     if (fd_ < 0) fail(EBADF, "smarm::tcp_stream::read_some: closed stream");
-    const auto deadline = deadline_of(timeout);
     // The last read came back short: the socket was drained then, so wait
     // for the next edge instead of spending a recv on EAGAIN (nginx does the
     // same via EPOLLRDHUP). An edge that arrived meanwhile makes it instant.
@@ -239,8 +236,12 @@ std::size_t tcp_stream::read_some(void* buf, std::size_t n, io_deadline timeout)
 }
 
 std::size_t tcp_stream::write_some(const void* buf, std::size_t n, io_deadline timeout) {
+    return write_some_until(buf, n, deadline_of(timeout));
+}
+
+std::size_t tcp_stream::write_some_until(const void* buf, std::size_t n,
+                                         std::optional<steady::time_point> deadline) {
     if (fd_ < 0) fail(EBADF, "smarm::tcp_stream::write_some: closed stream");
-    const auto deadline = deadline_of(timeout);
     for (;;) {
         ssize_t r = ::send(fd_, buf, n, MSG_NOSIGNAL);
         if (r >= 0) return static_cast<std::size_t>(r);
@@ -256,7 +257,7 @@ void tcp_stream::read_exact(void* buf, std::size_t n, io_deadline timeout) {
     const auto deadline = deadline_of(timeout);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        std::size_t got = read_some(p, n, remaining(deadline));
+        std::size_t got = read_some_until(p, n, deadline);
         if (got == 0)
             fail(ECONNRESET, "smarm::tcp_stream::read_exact: " + peer_address().to_string() +
                                  " closed the connection with " + std::to_string(n) +
@@ -270,7 +271,7 @@ void tcp_stream::write_all(const void* buf, std::size_t n, io_deadline timeout) 
     const auto deadline = deadline_of(timeout);
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        std::size_t put = write_some(p, n, remaining(deadline));
+        std::size_t put = write_some_until(p, n, deadline);
         p += put;
         n -= put;
     }

@@ -77,27 +77,20 @@ char* put_date(char* p) {
 
 }  // namespace
 
-void append_head(std::string& out, const server_config& cfg, const response& r,
+namespace {
+
+/// Writes the head at `p` (room for it was made: see append_head); returns
+/// the end.
+char* write_head(char* p, const server_config& cfg, const response& r, std::string_view reason,
                  std::optional<std::uint64_t> content_length, bool chunked, bool keep_alive,
                  unsigned request_version) {
     using namespace std::string_view_literals;
-    const unsigned code = static_cast<unsigned>(r.status());
-    const std::string_view reason = boost::beast::http::obsolete_reason(r.status());
-    // The head is written in place into room made once: piecewise string
-    // appends (a capacity check and an out-of-line call each) were most of
-    // this function. 192 covers every fixed piece and both numbers.
-    std::size_t room = 192 + reason.size() + cfg.server_name.size() + r.content_type().size();
-    for (auto& h : r.headers())
-        room += h.name.size() + h.value.size() + 4;
-    const std::size_t start = out.size();
-    out.resize(start + room);
-    char* p = out.data() + start;
     auto put = [&p](std::string_view s) {
         std::memcpy(p, s.data(), s.size());
         p += s.size();
     };
     auto number = [&p](std::uint64_t n) { p = std::to_chars(p, p + 20, n).ptr; };
-
+    const unsigned code = static_cast<unsigned>(r.status());
     put("HTTP/1.1 "sv);
     number(code);
     *p++ = ' ';
@@ -133,7 +126,34 @@ void append_head(std::string& out, const server_config& cfg, const response& r,
         put("\r\n"sv);
     }
     put("\r\n"sv);
-    out.resize(static_cast<std::size_t>(p - out.data()));
+    return p;
+}
+
+}  // namespace
+
+void append_head(std::string& out, const server_config& cfg, const response& r,
+                 std::optional<std::uint64_t> content_length, bool chunked, bool keep_alive,
+                 unsigned request_version) {
+    // The head is written in place, not appended piece by piece (a capacity
+    // check and an out-of-line call each were most of this function): on
+    // the stack when it is small, else in room made at the end of `out`.
+    // 192 covers every fixed piece and both numbers.
+    const std::string_view reason = boost::beast::http::obsolete_reason(r.status());
+    std::size_t room = 192 + reason.size() + cfg.server_name.size() + r.content_type().size();
+    for (auto& h : r.headers())
+        room += h.name.size() + h.value.size() + 4;
+    char local[512];
+    if (room <= sizeof local) {
+        char* end =
+            write_head(local, cfg, r, reason, content_length, chunked, keep_alive, request_version);
+        out.append(local, static_cast<std::size_t>(end - local));
+        return;
+    }
+    const std::size_t start = out.size();
+    out.resize(start + room);
+    char* end = write_head(out.data() + start, cfg, r, reason, content_length, chunked, keep_alive,
+                           request_version);
+    out.resize(static_cast<std::size_t>(end - out.data()));
 }
 
 void append_simple(std::string& out, const server_config& cfg, http::status s, bool keep_alive,

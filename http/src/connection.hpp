@@ -116,7 +116,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
 
     auto flush = [&]() -> bool {
         if (out.empty()) return true;
-        s.set_deadline(clock::now() + cfg.write_timeout);
+        s.set_deadline(deadline_in(cfg.write_timeout));
         bool ok = s.write_all(out);
         out.clear();
         return ok;
@@ -137,14 +137,17 @@ void serve_connection(Stream& s, conn_ctx& c) {
                 c.idle->store(true, std::memory_order_seq_cst);
                 if (c.sh.draining.load(std::memory_order_seq_cst)) return;
             }
-            s.set_deadline(clock::now() + (seq == 0 ? cfg.header_timeout : cfg.idle_timeout));
+            s.set_deadline(deadline_in(seq == 0 ? cfg.header_timeout : cfg.idle_timeout));
             error_code ec;
             auto n = s.read_some(buf.prepare(16 * 1024), ec);
             if (ec) return;  // peer gone or idle too long: close quietly
             buf.commit(n);
             if (c.idle) c.idle->store(false, std::memory_order_relaxed);
         }
-        const auto t0 = clock::now();
+        // The request's start, for the access log and on_request (a precise
+        // clock read, so only when one of them wants it).
+        const bool timed = c.sh.access || cfg.on_request;
+        const auto t0 = timed ? clock::now() : clock::time_point{};
         ++seq;
 
         // (2) The header.
@@ -153,7 +156,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
         parser.header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(cfg.header_limit, std::numeric_limits<std::uint32_t>::max())));
         parser.body_limit(cfg.body_limit);
-        s.set_deadline(t0 + cfg.header_timeout);
+        s.set_deadline(deadline_in(cfg.header_timeout));
         error_code ec;
         bhttp::read_header(s, buf, parser, ec);
         if (ec) {
@@ -182,7 +185,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
 
         // (3) The body.
         if (!parser.is_done()) {
-            s.set_deadline(clock::now() + cfg.body_timeout);
+            s.set_deadline(deadline_in(cfg.body_timeout));
             bhttp::read(s, buf, parser, ec);
             if (ec) {
                 if (auto st = status_for(ec)) fail(*st, version);
@@ -201,7 +204,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
         const bool head_only = req.method() == verb::head;
         // Kept for the log: a registry-routed handler moves the request away.
         std::string method, target, rid, route;
-        if (c.sh.access || cfg.on_request) {
+        if (timed) {
             method = req.method_string();
             target = req.target();
             rid = req.id();
@@ -273,7 +276,7 @@ template <class Stream>
 bool write_streamed(Stream& s, std::string& out, const server_config& cfg, response& res,
                     bool head_only, bool keep_alive, unsigned version) {
     auto flush = [&]() -> bool {
-        s.set_deadline(std::chrono::steady_clock::now() + cfg.write_timeout);
+        s.set_deadline(deadline_in(cfg.write_timeout));
         bool ok = s.write_all(out);
         out.clear();
         return ok;
@@ -301,7 +304,7 @@ bool write_streamed(Stream& s, std::string& out, const server_config& cfg, respo
                 [fd = f.fd, p = chunk.data(), want, off] { return read_file(fd, p, want, off); });
             if (n <= 0) return false;  // the file shrank: the length was a lie, close
             chunk.resize(static_cast<std::size_t>(n));
-            s.set_deadline(std::chrono::steady_clock::now() + cfg.write_timeout);
+            s.set_deadline(deadline_in(cfg.write_timeout));
             if (!s.write_all(chunk)) return false;
             off += static_cast<std::uint64_t>(n);
         }

@@ -51,6 +51,16 @@ http::router test_routes() {
     r.get("/version", [](http::request& q) {
         return http::response(http::status::ok, std::to_string(q.version()));
     });
+    // n response headers of 100 characters each (the head is written on the
+    // stack when small, in the output buffer when not).
+    r.get("/pad/{n}", [](http::request& q) {
+        http::response res(http::status::ok, "padded");
+        const int n = std::stoi(std::string(*q.param("n")));
+        for (int i = 0; i < n; ++i)
+            res.set("X-Pad-" + std::to_string(i),
+                    std::string(100, static_cast<char>('a' + i % 26)));
+        return res;
+    });
     return r;
 }
 
@@ -72,6 +82,24 @@ TEST(HttpServer, PlaintextAndManagedHeaders) {
         EXPECT_EQ(r->header("server"), "smarm");
         EXPECT_EQ(r->header("date").size(), 29u);
         EXPECT_TRUE(r->keep_alive);
+    });
+}
+
+TEST(HttpServer, ResponseHeadsOfAnySizeAreWrittenWhole) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        for (int n : {0, 1, 3, 40, 2}) {  // 40 x 100 bytes: past the stack buffer
+            auto r = c.get("/pad/" + std::to_string(n));
+            ASSERT_TRUE(r) << n;
+            EXPECT_EQ(r->status, 200u);
+            EXPECT_EQ(r->body, "padded");
+            EXPECT_EQ(r->header("content-length"), "6");
+            for (int i = 0; i < n; ++i)
+                EXPECT_EQ(r->header("x-pad-" + std::to_string(i)),
+                          std::string(100, static_cast<char>('a' + i % 26)))
+                    << n << " " << i;
+            EXPECT_EQ(r->header("x-pad-" + std::to_string(n)), "");
+        }
     });
 }
 

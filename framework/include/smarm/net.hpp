@@ -64,6 +64,14 @@ class tcp_stream {
     std::size_t read_some(void* buf, std::size_t n, io_deadline timeout = std::nullopt);
     /// Writes at most `n` bytes (at least 1 unless n == 0).
     std::size_t write_some(const void* buf, std::size_t n, io_deadline timeout = std::nullopt);
+    /// read_some / write_some with an absolute deadline (nullopt: none),
+    /// for callers that keep one across calls: no clock read to turn a
+    /// timeout into a deadline. A deadline already past times out only if
+    /// the call would have to wait.
+    std::size_t read_some_until(void* buf, std::size_t n,
+                                std::optional<std::chrono::steady_clock::time_point> deadline);
+    std::size_t write_some_until(const void* buf, std::size_t n,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline);
     /// Reads exactly `n` bytes; an early end of stream is a std::system_error.
     /// The timeout applies to the whole call.
     void read_exact(void* buf, std::size_t n, io_deadline timeout = std::nullopt);

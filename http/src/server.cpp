@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 #include <unordered_map>
@@ -49,11 +50,12 @@ struct server::state {
     smarm::detail::spinlock mu;
     struct conn {
         pid id;
-        std::atomic<bool>* idle;
+        detail::conn_watch* watch;
     };
     std::unordered_map<std::uint64_t, conn> conns;  // guarded by mu
     bool listener_open = false;                     // guarded by mu
     std::atomic<std::uint64_t> next_conn{1};
+    pid reaper_pid;
 
     /// request_stop every connection (idle_only: those parked between requests).
     void stop_connections(bool idle_only) {
@@ -61,7 +63,22 @@ struct server::state {
         {
             std::lock_guard g(mu);
             for (auto& [id, c] : conns)
-                if (!idle_only || c.idle->load(std::memory_order_seq_cst)) targets.push_back(c.id);
+                if (!idle_only || c.watch->idle.load(std::memory_order_seq_cst))
+                    targets.push_back(c.id);
+        }
+        for (pid p : targets)
+            smarm::request_stop(p);
+    }
+
+    /// request_stop every connection idle past its reap_at.
+    void reap_idle(std::int64_t now) {
+        std::vector<pid> targets;
+        {
+            std::lock_guard g(mu);
+            for (auto& [id, c] : conns)
+                if (c.watch->idle.load(std::memory_order_seq_cst) &&
+                    c.watch->reap_at.load(std::memory_order_relaxed) <= now)
+                    targets.push_back(c.id);
         }
         for (pid p : targets)
             smarm::request_stop(p);
@@ -110,10 +127,10 @@ void reject(tcp_stream& conn, const server_config& cfg) {
 }
 
 void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, tcp_stream& conn) {
-    std::atomic<bool> idle{false};
+    detail::conn_watch watch;
     {
         std::lock_guard g(st->mu);
-        st->conns.emplace(id, server::state::conn{self_pid(), &idle});
+        st->conns.emplace(id, server::state::conn{self_pid(), &watch});
     }
     // Counted here, not by the listener after start_child returns: the
     // connection may be served and its client gone before the listener
@@ -131,7 +148,7 @@ void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, 
             st.sh.active.fetch_sub(1, std::memory_order_relaxed);
         }
     } guard{*st, id, conn};
-    detail::conn_ctx c{st->sh, id, conn.peer_address(), &idle};
+    detail::conn_ctx c{st->sh, id, conn.peer_address(), &watch};
     detail::actor_stream s(conn);
     if (st->tls) {
         detail::tls_stream ts(s, *st->tls);
@@ -183,6 +200,20 @@ void listen_loop(const std::shared_ptr<server::state>& st) {
     }
 }
 
+/// Stops connections idle past their limit (connection.hpp). It wakes every
+/// eighth of the shorter of the header and idle timeouts (5 ms..1 s), so a
+/// limit is enforced never early and at most that much late.
+void reap_loop(const std::shared_ptr<server::state>& st) {
+    using namespace std::chrono;
+    const auto& cfg = st->sh.cfg;
+    const nanoseconds period = std::clamp<nanoseconds>(
+        std::min(cfg.header_timeout, cfg.idle_timeout) / 8, milliseconds(5), seconds(1));
+    for (;;) {
+        smarm::sleep(period);
+        st->reap_idle(detail::coarse_now().time_since_epoch().count());
+    }
+}
+
 // ---- signals: a self-pipe, read by an actor --------------------------------
 
 int g_signal_pipe[2] = {-1, -1};
@@ -231,6 +262,9 @@ void server::start() {
     auto h = spawn([st] { listen_loop(st); });
     st_->listener_pid = h.id();
     h.detach();
+    auto r = spawn([st] { reap_loop(st); });
+    st_->reaper_pid = r.id();
+    r.detach();
 }
 
 socket_address server::local_address() const {
@@ -250,6 +284,7 @@ void server::stop(std::optional<std::chrono::nanoseconds> drain) {
             if (st_->listener_open) ::shutdown(st_->listener.native_handle(), SHUT_RDWR);
         }
         request_stop(st_->listener_pid);
+        request_stop(st_->reaper_pid);  // draining stops the idle ones now
         st_->sh.draining.store(true, std::memory_order_seq_cst);
     }
     // Idle keep-alive connections go at once; busy ones finish their

@@ -51,6 +51,10 @@ http::router test_routes() {
     r.get("/version", [](http::request& q) {
         return http::response(http::status::ok, std::to_string(q.version()));
     });
+    r.get("/sleep/{ms}", [](http::request& q) {
+        smarm::sleep(std::chrono::milliseconds(std::stoi(std::string(*q.param("ms")))));
+        return http::response(http::status::ok, "slept");
+    });
     // n response headers of 100 characters each (the head is written on the
     // stack when small, in the output buffer when not).
     r.get("/pad/{n}", [](http::request& q) {
@@ -298,6 +302,39 @@ TEST(HttpServer, SlowHeadersGet408AndIdleConnectionsClose) {
             EXPECT_EQ(c.get("/plaintext")->status, 200u);
             EXPECT_TRUE(c.closed_by_peer(10s));  // idle keep-alive: closed quietly
         }
+    });
+}
+
+// Waiting for a request carries no per-request timer: the server's reaper
+// closes connections idle past header_timeout (before the first request) or
+// idle_timeout (between requests). Never early; a busy connection is not
+// touched.
+TEST(HttpServer, IdleLimitsAreEnforcedByTheReaperNeverEarly) {
+    auto cfg = test_config();
+    cfg.header_timeout = 1s;
+    cfg.idle_timeout = 1s;
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        using clock = std::chrono::steady_clock;
+        {
+            const auto t0 = clock::now();
+            client c(port);  // connects and says nothing
+            EXPECT_TRUE(c.closed_by_peer(10s));
+            EXPECT_GE(clock::now() - t0, 1s);
+        }
+        {
+            client c(port);
+            EXPECT_EQ(c.get("/plaintext")->status, 200u);
+            smarm::sleep(300ms);  // idle, but not for long
+            EXPECT_EQ(c.get("/plaintext")->status, 200u);
+            const auto t1 = clock::now();
+            EXPECT_TRUE(c.closed_by_peer(10s));
+            EXPECT_GE(clock::now() - t1, 1s);
+        }
+        {
+            client c(port);  // a request slower than idle_timeout is not idle
+            EXPECT_EQ(c.get("/sleep/1500")->status, 200u);
+        }
+        EXPECT_EQ(srv.stats().accepted, 3u);
     });
 }
 

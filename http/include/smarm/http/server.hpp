@@ -20,16 +20,25 @@
 // chunked request bodies, HEAD, Expect: 100-continue and HTTP/1.0, and
 // enforces:
 //
+// clang-format off
 // | limit | status | config key |
 // |---|---|---|
 // | request line + headers larger than header_limit | 431, close | header_limit |
-// | body larger than body_limit (Content-Length checked before reading; chunked while reading) |
-// 413, close | body_limit | | headers not complete within header_timeout of their first byte | 408,
-// close | header_timeout | | no new request within idle_timeout on a kept-alive connection | close
-// | idle_timeout | | body not complete within body_timeout | 408, close | body_timeout | |
-// malformed request, Content-Length with Transfer-Encoding, conflicting Content-Lengths, a transfer
-// coding other than chunked, a bad chunk size, HTTP/1.1 without exactly one Host | 400, close | — |
+// | body larger than body_limit (Content-Length checked before reading; chunked while reading) | 413, close | body_limit |
+// | no request within header_timeout of the connection's start | close | header_timeout |
+// | headers not complete within header_timeout of their first byte | 408, close | header_timeout |
+// | no new request within idle_timeout on a kept-alive connection | close | idle_timeout |
+// | body not complete within body_timeout | 408, close | body_timeout |
+// | malformed request, Content-Length with Transfer-Encoding, conflicting Content-Lengths, a transfer coding other than chunked, a bad chunk size, HTTP/1.1 without exactly one Host | 400, close | - |
 // | response not written within write_timeout | close | write_timeout |
+// clang-format on
+//
+// No limit fires early. The two waits for a request (before the first and
+// between requests) carry no timer of their own: a reaper actor per server
+// closes connections idle past their limit, waking every eighth of the
+// shorter of header_timeout and idle_timeout (5 ms to 1 s), so those two
+// close up to that much late. The others are at most one kernel tick late
+// (deadlines come from the coarse monotonic clock).
 //
 // Shutdown: stop() (or the first SIGTERM/SIGINT after stop_on_signals())
 // closes the listener, lets in-flight requests finish for up to

@@ -210,7 +210,13 @@ void reap_loop(const std::shared_ptr<server::state>& st) {
         std::min(cfg.header_timeout, cfg.idle_timeout) / 8, milliseconds(5), seconds(1));
     for (;;) {
         smarm::sleep(period);
-        st->reap_idle(detail::coarse_now().time_since_epoch().count());
+        try {
+            st->reap_idle(detail::coarse_now().time_since_epoch().count());
+        } catch (const smarm::stopped&) {
+            throw;
+        } catch (const std::exception& e) {  // out of memory: idle limits must outlive it
+            spdlog::error("http: reaping idle connections failed: {}", e.what());
+        }
     }
 }
 

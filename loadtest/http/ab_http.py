@@ -26,25 +26,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_http import LOADS, parse_wrk, wait_port  # noqa: E402
-
-TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TCK  # utime, stime
+from compare_http import LOADS, run_wrk, wait_port  # noqa: E402
 
 
 def run(port, pid, load, duration):
-    c0 = cpu_seconds(pid)
-    cmd = ["wrk", *LOADS[load], f"-d{duration}s", f"http://127.0.0.1:{port}/plaintext"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
-    c1 = cpu_seconds(pid)
-    rps, _, errors = parse_wrk(out)
-    reqs = rps * duration
-    return rps, (c1 - c0) / reqs * 1e6 if reqs else float("nan"), errors
+    rps, _, errors, cpu = run_wrk(port, load, duration, pid)
+    return rps, cpu, errors
 
 
 def spread(xs):

@@ -9,8 +9,11 @@ Loads (wrk, interleaved rounds: every server under one load, then the next):
 smarm runs twice: smarm1 with one scheduler (like-for-like with one nginx
 worker) and smarm with the default (one scheduler per hardware thread).
 Prints requests/s per server and load (median of the rounds, min..max), the
-ratios smarm/nginx and smarm/Go per round (median and spread) and p99
-latency. Servers listen on 127.0.0.1:18090-18093 and are stopped by PID.
+ratios smarm/nginx and smarm/Go per round (median and spread), p99 latency,
+and each server's CPU time per request (utime + stime of its process and
+direct children, i.e. nginx's worker, from /proc around each run): the
+efficiency measure, which holds when the load generator bounds the rate.
+Servers listen on 127.0.0.1:18090-18093 and are stopped by PID.
 
 Usage: python3 loadtest/http/compare_http.py BUILD_DIR [--rounds 3] [--duration 10]
 Needs: wrk, nginx (nginx-light), go (servers whose binary is missing are skipped).
@@ -92,11 +95,38 @@ def parse_wrk(out):
     return rps, p99, errors
 
 
-def run_wrk(port, load, duration):
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of `pid` and its direct children (nginx's worker)."""
+    total = 0.0
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TCK
+        except OSError:
+            pass
+    return total
+
+
+def run_wrk(port, load, duration, pid=None):
+    """requests/s, p99 ms, errors, and the server's CPU us per request."""
     cmd = ["wrk", *LOADS[load], f"-d{duration}s", "--latency",
            f"http://127.0.0.1:{port}/plaintext"]
+    c0 = cpu_seconds(pid) if pid else 0.0
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
-    return parse_wrk(out)
+    c1 = cpu_seconds(pid) if pid else 0.0
+    rps, p99, errors = parse_wrk(out)
+    cpu = (c1 - c0) / (rps * duration) * 1e6 if pid and rps else float("nan")
+    return rps, p99, errors, cpu
 
 
 def spread(xs):
@@ -122,12 +152,12 @@ def main():
                 run_wrk(port, load, 2)
         for r in range(a.rounds):
             for load in loads:
-                for name, (_, port) in servers.items():
-                    rps, p99, err = run_wrk(port, load, a.duration)
-                    res[(name, load)].append((rps, p99, err))
+                for name, (p, port) in servers.items():
+                    rps, p99, err, cpu = run_wrk(port, load, a.duration, p.pid)
+                    res[(name, load)].append((rps, p99, err, cpu))
                     print(f"round {r + 1} {load:13s} {name:6s} {rps:10.0f} req/s  "
-                          f"p99 {p99 if p99 is not None else float('nan'):.2f} ms  errors {err}",
-                          flush=True)
+                          f"p99 {p99 if p99 is not None else float('nan'):.2f} ms  "
+                          f"cpu {cpu:6.2f} us/req  errors {err}", flush=True)
     finally:
         for name, (p, _) in servers.items():
             p.send_signal(signal.SIGTERM)
@@ -138,17 +168,19 @@ def main():
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print("\n| load | server | req/s median (min..max) | p99 ms median | errors |")
-    print("|---|---|---|---|---|")
+    print("\n| load | server | req/s median (min..max) | p99 ms median | server CPU us/req median | errors |")
+    print("|---|---|---|---|---|---|")
     for load in loads:
         for name in servers:
             rs = res[(name, load)]
             rps = [x[0] for x in rs]
             p99 = [x[1] for x in rs if x[1] is not None]
+            cpu = [x[3] for x in rs]
             print(f"| {load} | {name} | {statistics.median(rps):,.0f} ({min(rps):,.0f}..{max(rps):,.0f}) | "
-                  f"{statistics.median(p99) if p99 else float('nan'):.2f} | {sum(x[2] for x in rs)} |")
-    print("\n| load | server | /nginx per round: median (min..max) | /Go |")
-    print("|---|---|---|---|")
+                  f"{statistics.median(p99) if p99 else float('nan'):.2f} | "
+                  f"{statistics.median(cpu):.2f} | {sum(x[2] for x in rs)} |")
+    print("\n| load | server | /nginx per round: median (min..max) | /Go | CPU per request /nginx |")
+    print("|---|---|---|---|---|")
     for load in loads:
         for mine in ("smarm1", "smarm"):
             row = [load, mine]
@@ -158,6 +190,11 @@ def main():
                     row.append(spread(ratios))
                 else:
                     row.append("n/a")
+            if "nginx" in servers and mine in servers:
+                ratios = [s[3] / p[3] for s, p in zip(res[(mine, load)], res[("nginx", load)])]
+                row.append(spread(ratios))
+            else:
+                row.append("n/a")
             print("| " + " | ".join(row) + " |")
 
 

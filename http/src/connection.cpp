@@ -75,10 +75,6 @@ char* put_date(char* p) {
     return p + 29;
 }
 
-}  // namespace
-
-namespace {
-
 /// Writes the head at `p` (room for it was made: see append_head); returns
 /// the end.
 char* write_head(char* p, const server_config& cfg, const response& r, std::string_view reason,

@@ -57,31 +57,31 @@ struct server::state {
     std::atomic<std::uint64_t> next_conn{1};
     pid reaper_pid;
 
-    /// request_stop every connection (idle_only: those parked between requests).
-    void stop_connections(bool idle_only) {
+    /// request_stop every connection whose watch satisfies `pick` (read
+    /// under mu; the stops are sent after it is released).
+    template <class Pick>
+    void stop_where(Pick pick) {
         std::vector<pid> targets;
         {
             std::lock_guard g(mu);
             for (auto& [id, c] : conns)
-                if (!idle_only || c.watch->idle.load(std::memory_order_seq_cst))
-                    targets.push_back(c.id);
+                if (pick(*c.watch)) targets.push_back(c.id);
         }
         for (pid p : targets)
             smarm::request_stop(p);
     }
-
+    /// request_stop every connection (idle_only: those parked between requests).
+    void stop_connections(bool idle_only) {
+        stop_where([idle_only](const detail::conn_watch& w) {
+            return !idle_only || w.idle.load(std::memory_order_seq_cst);
+        });
+    }
     /// request_stop every connection idle past its reap_at.
     void reap_idle(std::int64_t now) {
-        std::vector<pid> targets;
-        {
-            std::lock_guard g(mu);
-            for (auto& [id, c] : conns)
-                if (c.watch->idle.load(std::memory_order_seq_cst) &&
-                    c.watch->reap_at.load(std::memory_order_relaxed) <= now)
-                    targets.push_back(c.id);
-        }
-        for (pid p : targets)
-            smarm::request_stop(p);
+        stop_where([now](const detail::conn_watch& w) {
+            return w.idle.load(std::memory_order_seq_cst) &&
+                   w.reap_at.load(std::memory_order_relaxed) <= now;
+        });
     }
 };
 

@@ -20,22 +20,11 @@ Loads are compare_http.py's (ka_t1_c64, ka_t2_c256, close_t2_c32). Needs wrk.
 import argparse
 import os
 import shlex
-import signal
-import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_http import LOADS, run_wrk, wait_port  # noqa: E402
-
-
-def run(port, pid, load, duration):
-    rps, _, errors, cpu = run_wrk(port, load, duration, pid)
-    return rps, cpu, errors
-
-
-def spread(xs):
-    return f"{statistics.median(xs):.3f} ({min(xs):.3f}..{max(xs):.3f})"
+from compare_http import LOADS, run_wrk, spread, stop_servers, wait_port  # noqa: E402
 
 
 def main():
@@ -63,26 +52,21 @@ def main():
     res = {"A": [], "B": []}
     try:
         for name, (p, port) in sides.items():
-            run(port, p.pid, a.load, 2)  # warm-up
+            run_wrk(port, a.load, 2)  # warm-up
         for i in range(a.pairs):
             order = ("A", "B") if i % 2 == 0 else ("B", "A")
             for name in order:
                 p, port = sides[name]
-                rps, us, err = run(port, p.pid, a.load, a.duration)
+                rps, _, err, us = run_wrk(port, a.load, a.duration, p.pid)
                 res[name].append((rps, us))
                 print(f"pair {i + 1} {name} {rps:10.0f} req/s  {us:6.2f} us CPU/req  errors {err}",
                       flush=True)
     finally:
-        for p, _ in sides.values():
-            p.send_signal(signal.SIGTERM)
-        for p, _ in sides.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_servers(p for p, _ in sides.values())
     rps = [b[0] / x[0] for x, b in zip(res["A"], res["B"])]
     cpu = [b[1] / x[1] for x, b in zip(res["A"], res["B"])]
-    print(f"\n{a.load}: B/A req/s {spread(rps)}   B/A server CPU per request {spread(cpu)}")
+    print(f"\n{a.load}: B/A req/s {spread(rps, 3)}   "
+          f"B/A server CPU per request {spread(cpu, 3)}")
 
 
 if __name__ == "__main__":

@@ -129,8 +129,20 @@ def run_wrk(port, load, duration, pid=None):
     return rps, p99, errors, cpu
 
 
-def spread(xs):
-    return f"{statistics.median(xs):.2f} ({min(xs):.2f}..{max(xs):.2f})"
+def stop_servers(procs):
+    """SIGTERM every server, then wait for each (killed after 10 s)."""
+    procs = list(procs)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def spread(xs, digits=2):
+    return f"{statistics.median(xs):.{digits}f} ({min(xs):.{digits}f}..{max(xs):.{digits}f})"
 
 
 def main():
@@ -159,13 +171,7 @@ def main():
                           f"p99 {p99 if p99 is not None else float('nan'):.2f} ms  "
                           f"cpu {cpu:6.2f} us/req  errors {err}", flush=True)
     finally:
-        for name, (p, _) in servers.items():
-            p.send_signal(signal.SIGTERM)
-        for name, (p, _) in servers.items():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_servers(p for p, _ in servers.values())
         shutil.rmtree(tmp, ignore_errors=True)
 
     print("\n| load | server | req/s median (min..max) | p99 ms median | server CPU us/req median | errors |")

@@ -220,6 +220,31 @@ TEST(Net, ReadTimeoutFiresNeverEarly) {
     });
 }
 
+// The absolute-deadline forms: a deadline already past fails only a call
+// that would have to wait; data already there is still returned.
+TEST(Net, UntilFormsTimeOutOnlyWhenTheyWouldWait) {
+    smarm_test::run([] {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        auto s = smarm::tcp_stream::connect("127.0.0.1", l.local_address().port(), 5s);
+        auto peer = l.accept(5s);
+        const auto past = steady::now() - 1s;
+        char buf[8];
+        EXPECT_THROW(s.read_some_until(buf, sizeof buf, past), smarm::io_timeout);
+        EXPECT_EQ(s.write_some_until("ab", 2, past), 2u);  // the send buffer has room
+        EXPECT_EQ(peer.read_some_until(buf, sizeof buf, steady::now() + 5s), 2u);
+        peer.write_all("x", 1);
+        // Until it has arrived (loopback: at once), then read it past the deadline.
+        pollfd pfd{s.native_handle(), POLLIN, 0};
+        ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+        EXPECT_EQ(s.read_some_until(buf, sizeof buf, past), 1u);
+        auto t0 = steady::now();
+        EXPECT_THROW(s.read_some_until(buf, sizeof buf, t0 + 30ms), smarm::io_timeout);
+        EXPECT_GE(steady::now() - t0, 30ms);
+        peer.write_all("y", 1);
+        EXPECT_EQ(s.read_some_until(buf, sizeof buf, std::nullopt), 1u);
+    });
+}
+
 TEST(Net, ConnectTimeoutFiresNeverEarly) {
     smarm_test::run([] {
         // A listener with a full backlog never completes further handshakes

@@ -8,12 +8,16 @@ Loads (wrk, interleaved rounds: every server under one load, then the next):
 
 smarm runs twice: smarm1 with one scheduler (like-for-like with one nginx
 worker) and smarm with the default (one scheduler per hardware thread).
+floor is smarm-http-floor (loadtest/http/floor.cpp): a parser-less epoll
+loop sending the same response bytes, the most any one-threaded server
+reaches on this machine and kernel; its ratio to Go bounds what a ratio
+target against Go can ask of a real server here.
 Prints requests/s per server and load (median of the rounds, min..max), the
 ratios smarm/nginx and smarm/Go per round (median and spread), p99 latency,
 and each server's CPU time per request (utime + stime of its process and
 direct children, i.e. nginx's worker, from /proc around each run): the
 efficiency measure, which holds when the load generator bounds the rate.
-Servers listen on 127.0.0.1:18090-18093 and are stopped by PID.
+Servers listen on 127.0.0.1:18090-18094 and are stopped by PID.
 
 Usage: python3 loadtest/http/compare_http.py BUILD_DIR [--rounds 3] [--duration 10]
 Needs: wrk, nginx (nginx-light), go (servers whose binary is missing are skipped).
@@ -58,6 +62,9 @@ def start_servers(build, tmp):
     # the default (a scheduler per hardware thread).
     servers["smarm1"] = (subprocess.Popen([hello, "18093", "1"], stdout=subprocess.DEVNULL), 18093)
     servers["smarm"] = (subprocess.Popen([hello, "18090"], stdout=subprocess.DEVNULL), 18090)
+    floor = os.path.join(build, "loadtest", "http", "smarm-http-floor")
+    if os.path.exists(floor):
+        servers["floor"] = (subprocess.Popen([floor, "18094"]), 18094)
     if shutil.which("nginx"):
         rundir = os.path.join(tmp, "nginx")
         os.makedirs(rundir, exist_ok=True)
@@ -185,18 +192,24 @@ def main():
             print(f"| {load} | {name} | {statistics.median(rps):,.0f} ({min(rps):,.0f}..{max(rps):,.0f}) | "
                   f"{statistics.median(p99) if p99 else float('nan'):.2f} | "
                   f"{statistics.median(cpu):.2f} | {sum(x[2] for x in rs)} |")
-    print("\n| load | server | /nginx per round: median (min..max) | /Go | CPU per request /nginx |")
-    print("|---|---|---|---|---|")
+    print("\n| load | server | /nginx per round: median (min..max) | /Go | /floor | CPU per request /nginx |")
+    print("|---|---|---|---|---|---|")
     for load in loads:
-        for mine in ("smarm1", "smarm"):
+        for mine in ("smarm1", "smarm", "nginx", "floor"):
+            if mine not in servers:
+                continue
             row = [load, mine]
-            for peer in ("nginx", "go"):
-                if peer in servers and mine in servers:
+            for peer in ("nginx", "go", "floor"):
+                if peer == mine:
+                    row.append("-")
+                elif peer in servers:
                     ratios = [s[0] / p[0] for s, p in zip(res[(mine, load)], res[(peer, load)])]
                     row.append(spread(ratios))
                 else:
                     row.append("n/a")
-            if "nginx" in servers and mine in servers:
+            if mine == "nginx":
+                row.append("-")
+            elif "nginx" in servers:
                 ratios = [s[3] / p[3] for s, p in zip(res[(mine, load)], res[("nginx", load)])]
                 row.append(spread(ratios))
             else:

@@ -132,6 +132,9 @@ void serve_connection(Stream& s, conn_ctx& c) {
     boost::beast::flat_buffer buf;
     std::string out;
     std::uint64_t seq = 0;
+    // One request object for the connection's life, reset per request: its
+    // header vector keeps its storage (request_access::reset).
+    request req;
 
     auto flush = [&]() -> bool {
         if (out.empty()) return true;
@@ -174,7 +177,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
         ++seq;
 
         // (2) The header.
-        request req;
+        request_access::reset(req);
         request_reader parser(req);
         parser.header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(cfg.header_limit, std::numeric_limits<std::uint32_t>::max())));
@@ -233,31 +236,31 @@ void serve_connection(Stream& s, conn_ctx& c) {
             rid = req.id();
         }
 
-        response res;
         route_match m = c.sh.routes.match(req);
         if (cfg.on_request && m.target) route = req.route();
-        if (m.target) {
+        // Built in place (a default-constructed response would allocate its
+        // default Content-Type only to be assigned over).
+        response res = [&] {
+            if (!m.target) {
+                response r(m.status, std::string(bhttp::obsolete_reason(m.status)) + "\n");
+                if (m.status == http::status::method_not_allowed) r.set("Allow", m.allow);
+                return r;
+            }
             try {
-                res = (*m.target)(req);
+                return (*m.target)(req);
             } catch (const smarm::stopped&) {
                 throw;
             } catch (const std::exception& e) {
                 rid = req.id();
                 log_handler_error(c, req, e.what());
-                res = response(http::status::internal_server_error,
-                               "Internal Server Error\nrequest id: " + rid + "\n");
-                c.sh.errors.fetch_add(1, std::memory_order_relaxed);
             } catch (...) {
                 rid = req.id();
                 log_handler_error(c, req, "a non-standard exception");
-                res = response(http::status::internal_server_error,
-                               "Internal Server Error\nrequest id: " + rid + "\n");
-                c.sh.errors.fetch_add(1, std::memory_order_relaxed);
             }
-        } else {
-            res = response(m.status, std::string(bhttp::obsolete_reason(m.status)) + "\n");
-            if (m.status == http::status::method_not_allowed) res.set("Allow", m.allow);
-        }
+            c.sh.errors.fetch_add(1, std::memory_order_relaxed);
+            return response(http::status::internal_server_error,
+                            "Internal Server Error\nrequest id: " + rid + "\n");
+        }();
         if (res.closes() || c.sh.draining.load(std::memory_order_relaxed)) keep_alive = false;
 
         // (5) The response.

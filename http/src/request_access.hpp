@@ -4,7 +4,9 @@
 
 #include <smarm/http/message.hpp>
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace smarm::http {
 
@@ -33,6 +35,36 @@ struct request_access {
     static void set_id(request& r, std::uint64_t conn, std::uint64_t seq) noexcept {
         r.connection_id_ = conn;
         r.sequence_ = seq;
+    }
+    /// Makes `r` an empty request again (as if default-constructed; valid
+    /// after a move too) but keeps its header vector's and small strings'
+    /// storage, so a keep-alive connection's next request allocates
+    /// nothing for them. Large buffers are released: an idle connection
+    /// must not hold on to its last big body.
+    static void reset(request& r) noexcept {
+        constexpr std::size_t keep_bytes = 4096, keep_headers = 64;
+        auto clear = [](std::string& s) {
+            if (s.capacity() > keep_bytes)
+                std::string().swap(s);
+            else
+                s.clear();
+        };
+        r.method_ = verb::unknown;
+        clear(r.method_string_);
+        clear(r.target_);
+        clear(r.path_);
+        r.version_ = 11;
+        if (r.headers_.capacity() > keep_headers)
+            std::vector<http::header>().swap(r.headers_);
+        else
+            r.headers_.clear();
+        clear(r.body_);
+        r.params_.clear();
+        clear(r.wildcard_);
+        clear(r.route_);
+        r.peer_ = socket_address{};
+        r.connection_id_ = 0;
+        r.sequence_ = 0;
     }
 };
 

@@ -65,6 +65,22 @@ http::router test_routes() {
                     std::string(100, static_cast<char>('a' + i % 26)));
         return res;
     });
+    // What the handler saw of its request (a connection reuses one request
+    // object: nothing of the previous request may show through).
+    r.get("/inspect/*", [](http::request& q) {
+        std::string out = q.method_string() + " " + q.path() + " route=" + q.route() +
+                          " wild=" + q.wildcard() + " query=" + std::string(q.query()) +
+                          " headers=" + std::to_string(q.headers().size()) +
+                          " x-a=" + std::string(q.header("X-A").value_or("-")) +
+                          " body=" + std::to_string(q.body().size()) +
+                          " param=" + std::string(q.param("name").value_or("-"));
+        return http::response(http::status::ok, out);
+    });
+    // Takes the request away, as a registry-routed route does.
+    r.get("/take", [](http::request& q) {
+        http::request taken = std::move(q);
+        return http::response(http::status::ok, "took " + taken.path());
+    });
     return r;
 }
 
@@ -116,6 +132,35 @@ TEST(HttpServer, KeepAliveServesManyRequestsOnOneConnection) {
             EXPECT_EQ(r->body, "hello n" + std::to_string(i));
         }
         EXPECT_EQ(srv.stats().accepted, 1u);
+    });
+}
+
+TEST(HttpServer, EachRequestOnAConnectionStartsEmpty) {
+    with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
+        client c(port);
+        const std::string big(5000, 'b');  // past what a reused request keeps
+        c.send("POST /echo HTTP/1.1\r\nHost: t\r\nX-A: 1\r\nContent-Length: " +
+               std::to_string(big.size()) + "\r\n\r\n" + big);
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, big);
+        r = c.get("/hello/abc");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "hello abc");
+        c.send("GET /inspect/x%20y?q=1 HTTP/1.1\r\nHost: t\r\nX-B: 2\r\n\r\n");
+        r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body,
+                  "GET /inspect/x y route=/inspect/* wild=x y query=q=1 headers=2 x-a=- body=0 "
+                  "param=-");
+        r = c.get("/take");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "took /take");
+        c.send("GET /inspect/ HTTP/1.1\r\nHost: t\r\n\r\n");
+        r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body,
+                  "GET /inspect/ route=/inspect/* wild= query= headers=1 x-a=- body=0 param=-");
     });
 }
 

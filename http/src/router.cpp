@@ -102,6 +102,20 @@ router& router::add(verb method, std::string_view pattern, handler h) {
                 "smarm::http::router: route " + std::string(method_name(method)) + " \"" +
                 std::string(pattern) + "\" duplicates \"" + r.pattern + "\"");
     }
+    // An all-literal route is also found by its path in one lookup (match's
+    // fast path). Not when a literal holds an escaped '/': its path would
+    // read as more segments than it has.
+    bool exact = true;
+    std::string key;
+    for (auto& sg : e.segments) {
+        exact = exact && sg.kind == segment::literal && sg.text.find('/') == std::string::npos;
+        key += '/';
+        key += sg.text;
+    }
+    if (exact) {
+        exact_lengths_ |= std::uint64_t{1} << (key.size() & 63);
+        exact_[std::move(key)].push_back(routes_.size());
+    }
     routes_.push_back(std::move(e));
     return *this;
 }
@@ -116,12 +130,34 @@ route_match router::match(request& req) const {
         out.status = status::bad_request;
         return out;
     }
+    const bool escaped = raw_path.find('%') != std::string_view::npos;
+    // Fast path: an unescaped path that names an all-literal route for this
+    // method. Such a route is the most specific there can be (a literal
+    // for every segment), so the scan below would pick it too: the first
+    // added when HEAD finds both a GET and a HEAD route. Anything else (no
+    // such route, or only for other methods: 405 needs them all) scans. A
+    // path whose length no such route has is not even hashed.
+    if (!escaped && (exact_lengths_ >> (raw_path.size() & 63) & 1) != 0) {
+        if (auto it = exact_.find(raw_path); it != exact_.end()) {
+            for (std::size_t i : it->second) {
+                const entry& r = routes_[i];
+                if (r.method == req.method() ||
+                    (req.method() == verb::head && r.method == verb::get)) {
+                    out.target = &r.h;
+                    out.status = status::ok;
+                    request_access::params(req).clear();
+                    request_access::wildcard(req).clear();
+                    request_access::route(req) = r.pattern;
+                    return out;
+                }
+            }
+        }
+    }
     constexpr std::size_t inline_segments = 16;
     std::array<std::string_view, inline_segments> seg_inline;
     std::vector<std::string_view> seg_heap;
     std::vector<std::string> decoded;  // storage when something was escaped
     std::size_t nseg = 0;
-    const bool escaped = raw_path.find('%') != std::string_view::npos;
     for (std::size_t at = 1;;) {
         auto slash = raw_path.find('/', at);
         std::string_view raw = raw_path.substr(
@@ -163,6 +199,7 @@ route_match router::match(request& req) const {
     };
     const entry* best = nullptr;
     std::uint64_t best_score = 0;
+    bool best_wild = false;
     std::uint64_t allowed = 0;  // bit per verb routed for this path
     const verb m = req.method() == verb::head ? verb::get : req.method();
     for (auto& r : routes_) {
@@ -186,9 +223,12 @@ route_match router::match(request& req) const {
             allowed |= std::uint64_t{1} << (static_cast<unsigned>(r.method) & 63);
             continue;
         }
-        if (!best || score > best_score) {
+        // At equal digits a route without a wildcard wins: "/a" is more
+        // specific for "/a" than "/a/*" matching an empty rest.
+        if (!best || score > best_score || (score == best_score && best_wild && !has_wild)) {
             best = &r;
             best_score = score;
+            best_wild = has_wild;
         }
     }
     if (!best) {

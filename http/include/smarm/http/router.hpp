@@ -35,10 +35,12 @@
 #include <smarm/registry.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace smarm::http {
@@ -96,6 +98,18 @@ class router {
         handler h;
     };
     std::vector<entry> routes_;
+    /// Transparent hashing: match looks a path up by string_view.
+    struct path_hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept {
+            return std::hash<std::string_view>{}(s);
+        }
+    };
+    /// All-literal routes by path ("/a/b"): indexes into routes_, in the
+    /// order they were added.
+    std::unordered_map<std::string, std::vector<std::size_t>, path_hash, std::equal_to<>> exact_;
+    /// Bit (length % 64) set for every key of exact_.
+    std::uint64_t exact_lengths_ = 0;
 };
 
 /// Decodes %XX escapes; false (and `out` unspecified) on a bad escape.

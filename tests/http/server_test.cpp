@@ -138,28 +138,22 @@ TEST(HttpServer, KeepAliveServesManyRequestsOnOneConnection) {
 TEST(HttpServer, EachRequestOnAConnectionStartsEmpty) {
     with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
         client c(port);
+        // Sends a raw request, returns the body of its answer.
+        auto ask = [&](const std::string& raw) -> std::string {
+            c.send(raw);
+            auto r = c.read();
+            return r ? r->body : "<no answer>";
+        };
         const std::string big(5000, 'b');  // past what a reused request keeps
-        c.send("POST /echo HTTP/1.1\r\nHost: t\r\nX-A: 1\r\nContent-Length: " +
-               std::to_string(big.size()) + "\r\n\r\n" + big);
-        auto r = c.read();
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->body, big);
-        r = c.get("/hello/abc");
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->body, "hello abc");
-        c.send("GET /inspect/x%20y?q=1 HTTP/1.1\r\nHost: t\r\nX-B: 2\r\n\r\n");
-        r = c.read();
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->body,
+        EXPECT_EQ(ask("POST /echo HTTP/1.1\r\nHost: t\r\nX-A: 1\r\nContent-Length: " +
+                      std::to_string(big.size()) + "\r\n\r\n" + big),
+                  big);
+        EXPECT_EQ(ask("GET /hello/abc HTTP/1.1\r\nHost: t\r\n\r\n"), "hello abc");
+        EXPECT_EQ(ask("GET /inspect/x%20y?q=1 HTTP/1.1\r\nHost: t\r\nX-B: 2\r\n\r\n"),
                   "GET /inspect/x y route=/inspect/* wild=x y query=q=1 headers=2 x-a=- body=0 "
                   "param=-");
-        r = c.get("/take");
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->body, "took /take");
-        c.send("GET /inspect/ HTTP/1.1\r\nHost: t\r\n\r\n");
-        r = c.read();
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->body,
+        EXPECT_EQ(ask("GET /take HTTP/1.1\r\nHost: t\r\n\r\n"), "took /take");
+        EXPECT_EQ(ask("GET /inspect/ HTTP/1.1\r\nHost: t\r\n\r\n"),
                   "GET /inspect/ route=/inspect/* wild= query= headers=1 x-a=- body=0 param=-");
     });
 }

@@ -12,8 +12,9 @@ floor is smarm-http-floor (loadtest/http/floor.cpp): a parser-less epoll
 loop sending the same response bytes, the most any one-threaded server
 reaches on this machine and kernel; its ratio to Go bounds what a ratio
 target against Go can ask of a real server here.
-Prints requests/s per server and load (median of the rounds, min..max), the
-ratios smarm/nginx and smarm/Go per round (median and spread), p99 latency,
+Prints requests/s per server and load (median of the rounds, min..max), every
+server's ratios to nginx, Go and the floor per round (median and spread),
+p99 latency,
 and each server's CPU time per request (utime + stime of its process and
 direct children, i.e. nginx's worker, from /proc around each run): the
 efficiency measure, which holds when the load generator bounds the rate.

@@ -18,13 +18,17 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <mutex>
+#include <system_error>
 #include <unordered_map>
 
 #include "connection.hpp"
@@ -255,6 +259,14 @@ void server::start() {
     lo.backlog = st_->sh.cfg.backlog;
     st_->listener = tcp_listener::bind(st_->sh.cfg.host, st_->sh.cfg.port, lo);
     st_->bound = st_->listener.local_address();
+    if (const auto d = st_->sh.cfg.defer_accept; d.count() > 0) {
+        const int secs = static_cast<int>(std::min<std::chrono::seconds::rep>(d.count(), INT_MAX));
+        if (::setsockopt(st_->listener.native_handle(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs,
+                         sizeof secs) != 0)
+            throw std::system_error(
+                errno, std::generic_category(),
+                "smarm::http::server: TCP_DEFER_ACCEPT on " + st_->bound.to_string());
+    }
     {
         std::lock_guard g(st_->mu);
         st_->listener_open = true;

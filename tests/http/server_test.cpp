@@ -182,6 +182,25 @@ TEST(HttpServer, HeadsAndBodiesLargerThanTheFirstReadAreServed) {
     });
 }
 
+TEST(HttpServer, DeferAcceptHandsOverOnlyConnectionsThatSent) {
+    auto cfg = test_config();
+    cfg.defer_accept = 30s;  // far longer than the test: the kernel keeps the silent one
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        client silent(port);  // connected, nothing sent yet
+        client c(port);
+        auto r = c.get("/plaintext");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "Hello, World!");
+        // Without the option the listener would have taken the silent
+        // connection first (it was queued first): 2.
+        EXPECT_EQ(srv.stats().accepted, 1u);
+        r = silent.get("/hello/late");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "hello late");
+        EXPECT_EQ(srv.stats().accepted, 2u);
+    });
+}
+
 TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
     with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
         client c(port);

@@ -13,8 +13,9 @@
 // (the rest of the path, possibly empty). When several patterns match, the
 // most specific wins: at the first segment where they differ, a literal
 // beats a parameter, which beats the wildcard; "/a" beats "/a/*" for the
-// path "/a". A GET route also answers HEAD. A path no pattern matches is 404; a path that matches
-// only under other methods is 405 with an Allow header.
+// path "/a". A GET route also answers HEAD. A path no pattern matches is
+// 404; a path that matches only under other methods is 405 with an Allow
+// header.
 //
 // Two kinds of handlers:
 // - inline: a function run in the connection actor (it may park: call

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -183,6 +183,12 @@ const std::vector<key_def>& table() {
         duration_key("http.drain_timeout", "graceful stop: in-flight requests get this long", 0ns,
                      1h,
                      [](settings& s) -> std::chrono::nanoseconds& { return s.http.drain_timeout; }),
+        u64_key("http.backlog", "pending connections the kernel queues for accept", 1, 65535,
+                [](settings& s) -> std::uint64_t& { return s.http.backlog; }),
+        duration_key(
+            "http.defer_accept",
+            "hand a connection over only once its request arrives (TCP_DEFER_ACCEPT; 0 = off)", 0ns,
+            1h, [](settings& s) -> std::chrono::nanoseconds& { return s.http.defer_accept; }),
         bool_key("http.access_log", "one line per request",
                  [](settings& s) -> bool& { return s.http.access_log; }),
         string_key("http.access_log_file", "access log file (\"\" = stdout)", {},

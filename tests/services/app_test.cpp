@@ -54,6 +54,19 @@ std::vector<std::string> child_ids(const smarm::supervisor_ref& sup) {
     return out;
 }
 
+TEST(App, HttpSettingsReachTheServerConfig) {
+    smarm::config::settings s;
+    s.http.backlog = 77;
+    s.http.defer_accept = std::chrono::milliseconds(1500);  // whole seconds, rounded up
+    s.http.header_timeout = std::chrono::seconds(3);
+    const auto c = smarm::services::http_config_from(s);
+    EXPECT_EQ(c.backlog, 77);
+    EXPECT_EQ(c.defer_accept, std::chrono::seconds(2));
+    EXPECT_EQ(c.header_timeout, std::chrono::seconds(3));
+    EXPECT_EQ(smarm::services::http_config_from(smarm::config::settings{}).defer_accept,
+              std::chrono::seconds(0));
+}
+
 TEST(App, TreeHasServicesThenListeners) {
     smarm_test::run([] {
         services::application app(test_settings(true));

@@ -44,6 +44,8 @@ struct http_settings {
     std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
     std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
     std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
+    std::uint64_t backlog = 1024;              ///< listen() queue length
+    std::chrono::nanoseconds defer_accept{0};  ///< TCP_DEFER_ACCEPT; 0 = off
     bool access_log = false;
     std::string access_log_file;
     bool test_routes = false;     ///< GET /test/throw (tests of failure handling only)

@@ -8,7 +8,8 @@
 // request path's instructions for a small request. Here each field is copied
 // once, and the facts the connection validates are noted on the way.
 //
-// One reader per request, like any Beast parser.
+// One reader per request, like any Beast parser; the request it fills may
+// be reused across a connection's requests (request_access::reset).
 
 #include <smarm/http/message.hpp>
 
@@ -26,8 +27,8 @@ namespace smarm::http::detail {
 
 class request_reader final : public boost::beast::http::basic_parser<true> {
   public:
-    /// Parses into `r`, which should be freshly constructed (fields are
-    /// appended to it).
+    /// Parses into `r`, which must be empty: freshly constructed or
+    /// cleared by request_access::reset (fields are appended to it).
     explicit request_reader(request& r) : r_(r) {}
 
     /// How many Host fields the header had.

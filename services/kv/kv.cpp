@@ -6,7 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
+#include <optional>
 #include <system_error>
 
 namespace smarm::services {
@@ -41,12 +43,19 @@ kv_server::kv_server(kv_options o) : opts_(std::move(o)) {
     });
 }
 
+const std::string* kv_server::current(std::string_view key) const {
+    if (auto s = staged_.find(key); s != staged_.end()) return s->second ? &*s->second : nullptr;
+    auto it = data_.find(key);
+    return it == data_.end() ? nullptr : &it->second;
+}
+
 http::response kv_server::handle_call(http::request req) {
     if (req.route() == "/kv") return list(req);
     std::string key(req.param("key").value_or(""));
     switch (req.method()) {
         case http::verb::get:
         case http::verb::head: {
+            // What is acknowledged, never a write still waiting for its sync.
             auto it = data_.find(key);
             if (it == data_.end()) return http::response(http::status::not_found, "no such key\n");
             return http::response(http::status::ok, it->second, "application/octet-stream");
@@ -56,30 +65,36 @@ http::response kv_server::handle_call(http::request req) {
                 return http::response(
                     http::status::payload_too_large,
                     "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
-            if (log_ && !logged([&] { log_->put(key, req.body()); }))
-                return http::response(http::status::service_unavailable, "storage failed\n");
-            auto [it, fresh] = data_.insert_or_assign(std::move(key), std::move(req.body()));
-            (void)it;
+            if (auto why = logged([&] { log_->put(key, req.body()); }))
+                return storage_failed(*why);
+            const bool fresh = current(key) == nullptr;
+            const auto answer = fresh ? http::status::created : http::status::no_content;
+            if (staging()) {
+                staged_.insert_or_assign(std::move(key), std::move(req.body()));
+                return stage(http::response(answer));
+            }
+            data_.insert_or_assign(std::move(key), std::move(req.body()));
             compact();
-            return acknowledge(
-                http::response(fresh ? http::status::created : http::status::no_content));
+            return http::response(answer);
         }
         case http::verb::delete_: {
-            auto it = data_.find(key);
-            if (it == data_.end()) return http::response(http::status::not_found, "no such key\n");
-            if (log_ && !logged([&] { log_->erase(key); }))
-                return http::response(http::status::service_unavailable, "storage failed\n");
-            data_.erase(it);
+            if (current(key) == nullptr)
+                return http::response(http::status::not_found, "no such key\n");
+            if (auto why = logged([&] { log_->erase(key); })) return storage_failed(*why);
+            if (staging()) {
+                staged_.insert_or_assign(std::move(key), std::nullopt);
+                return stage(http::response(http::status::no_content));
+            }
+            data_.erase(key);
             compact();
-            return acknowledge(http::response(http::status::no_content));
+            return http::response(http::status::no_content);
         }
         default:
             return http::response(http::status::method_not_allowed, "method not allowed\n");
     }
 }
 
-http::response kv_server::acknowledge(http::response r) {
-    if (!log_ || opts_.sync != sync_mode::group) return r;
+http::response kv_server::stage(http::response r) {
     unsynced_.emplace_back(defer_reply(), std::move(r));
     if (!group_armed_) {
         group_armed_ = true;
@@ -92,22 +107,45 @@ void kv_server::handle_timer(std::uint64_t) {
     group_armed_ = false;
     auto batch = std::move(unsynced_);
     unsynced_.clear();
-    // A failed sync throws: the server ends, the callers see 503 (their
-    // replies are dropped), and the restarted server replays what the
-    // disk actually holds.
-    smarm::block_on_io([this] { log_->sync(); });
+    auto staged = std::move(staged_);
+    staged_.clear();
+    if (auto why = logged([this] { log_->sync(); })) {
+        // The log has cut the group's records: none of them is stored.
+        for (auto& [to, r] : batch)
+            (void)to.send(storage_failed(*why));
+        return;
+    }
+    for (auto& [k, v] : staged) {
+        if (v)
+            data_.insert_or_assign(k, std::move(*v));
+        else
+            data_.erase(k);
+    }
+    compact();
     for (auto& [to, r] : batch)
         (void)to.send(std::move(r));
 }
 
+http::response kv_server::storage_failed(const std::string& why) const {
+    // Normally the log has put itself back as it was: the write is not
+    // stored. If it could not, the write may reappear after a restart.
+    const bool unknown = log_ && log_->damaged();
+    return http::response(http::status::service_unavailable,
+                          unknown ? "storage failed; the log is damaged, so this write may or may "
+                                    "not be found after a restart: " +
+                                        why + "\n"
+                                  : "storage failed; not stored: " + why + "\n");
+}
+
 template <class F>
-bool kv_server::logged(F&& write) {
+std::optional<std::string> kv_server::logged(F&& write) {
+    if (!log_) return std::nullopt;
     try {
         smarm::block_on_io([&] { write(); });
-        return true;
+        return std::nullopt;
     } catch (const std::system_error& e) {
         spdlog::error("kv: {}", e.what());
-        return false;
+        return e.code().message();
     }
 }
 
@@ -116,7 +154,7 @@ void kv_server::compact() {
     try {
         smarm::block_on_io([this] { log_->maybe_compact(data_); });
     } catch (const std::system_error& e) {
-        spdlog::error("kv: compaction failed (the log stays as it was): {}", e.what());
+        spdlog::error("kv: compaction failed: {}", e.what());
     }
 }
 
@@ -148,14 +186,51 @@ http::response kv_server::list(const http::request& req) const {
     return http::response(http::status::ok, std::move(body), "application/json");
 }
 
+namespace {
+
+/// Errors that can clear on their own (descriptors, memory, disk space,
+/// a flaky device): worth retrying. Anything else (a missing directory,
+/// permissions) needs an operator.
+bool transient(const std::error_code& e) {
+    switch (static_cast<std::errc>(e.value())) {
+        case std::errc::too_many_files_open:
+        case std::errc::too_many_files_open_in_system:
+        case std::errc::not_enough_memory:
+        case std::errc::no_space_on_device:
+        case std::errc::io_error:
+        case std::errc::interrupted:
+        case std::errc::resource_unavailable_try_again:
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
 child_spec kv_child(kv_options o) {
     return {"kv",
             [o] {
+                // The log is opened (and replayed) before the name is taken:
+                // until then kv requests are answered 503 at once, instead
+                // of queueing behind a replay or a retry.
+                std::optional<kv_server> s;
+                for (auto pause = std::chrono::milliseconds(50);;
+                     pause = std::min(pause * 2, std::chrono::milliseconds(5000))) {
+                    try {
+                        s.emplace(o);
+                        break;
+                    } catch (const std::system_error& e) {
+                        if (!transient(e.code())) throw;
+                        spdlog::error("kv: cannot open the log ({}); retrying in {} ms", e.what(),
+                                      pause.count());
+                        smarm::sleep(pause);
+                    }
+                }
                 auto [tx, rx] = channel<kv_server::envelope>();
                 if (!register_name(kv_name, tx))
                     throw std::runtime_error("kv: the name \"kv\" is held by a live actor");
-                kv_server s(o);
-                s.serve(std::move(rx));
+                s->serve(std::move(rx));
             },
             restart_policy::permanent};
 }

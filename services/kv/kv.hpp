@@ -16,7 +16,12 @@
 // Durability (kv_options::log_path): a write is appended to the log (and
 // fdatasync'd with sync_mode::always) on the blocking pool before it is
 // applied and acknowledged; a write the log refuses is answered 503 and
-// not applied. Restarts replay the log (kv/log.hpp).
+// not applied (the log cuts it back: kv/log.hpp). With sync_mode::group a
+// write is applied, visible to reads and acknowledged only after its
+// group's fdatasync; a failed sync answers the whole group 503. Restarts
+// replay the log. kv_child opens the log before taking the name, retrying
+// errors that can clear (EMFILE, ENOSPC, EIO, ...) with backoff, so kv
+// answers 503 until it can serve and the rest of the server is unaffected.
 
 #include <smarm/gen_server.hpp>
 #include <smarm/http/message.hpp>
@@ -57,18 +62,28 @@ class kv_server : public gen_server<http::request, http::response> {
 
   private:
     http::response list(const http::request& req) const;
+    /// Runs a log write on the blocking pool: nullopt when it succeeded (or
+    /// there is no log), else why it failed (logged).
     template <class F>
-    bool logged(F&& write);  ///< runs a log write on the pool; false (logged) on failure
+    std::optional<std::string> logged(F&& write);
+    http::response storage_failed(const std::string& why) const;
     void compact();
+    /// The value a new write sees: staged (group mode) over acknowledged.
+    const std::string* current(std::string_view key) const;
+    bool staging() const noexcept { return log_ && opts_.sync == sync_mode::group; }
+    /// Group mode: the reply waits for the group's fdatasync.
+    http::response stage(http::response r);
+
     kv_options opts_;
-    std::map<std::string, std::string, std::less<>> data_;
+    std::map<std::string, std::string, std::less<>> data_;  ///< acknowledged
     std::unique_ptr<kv_log> log_;
-    // Group commit: writes applied and logged but not yet synced, with the
-    // answers their callers wait for.
+    // Group commit: writes logged but not yet synced, with the answers their
+    // callers wait for, and their net effect per key (nullopt: deleted).
+    // Applied to data_ only after the sync, so a read never sees a write
+    // that a failed sync could still take back.
     std::vector<std::pair<reply_to<http::response>, http::response>> unsynced_;
+    std::map<std::string, std::optional<std::string>, std::less<>> staged_;
     bool group_armed_ = false;
-    /// The reply to a logged write: now, or after the group's fdatasync.
-    http::response acknowledge(http::response r);
 };
 
 /// The name the kv server registers its inbox under.

@@ -1,0 +1,154 @@
+"""What the reliability tests share: starting smarm-server (optionally under
+the fault shim), talking HTTP to it, and reading its RSS and fds from /proc.
+
+Every test here runs the real smarm-server binary on loopback with port 0
+(the log line gives the bound ports), so tests run in parallel.
+"""
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Server:
+    """A running smarm-server. `log` is its combined stdout/stderr file."""
+
+    def __init__(self, proc, port, admin_port, log):
+        self.proc = proc
+        self.port = port
+        self.admin_port = admin_port
+        self.log = log
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def text(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def rss_kib(self):
+        """VmRSS of the server process, KiB."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def fds(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signals the server and waits; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"smarm-server did not stop within {timeout}s after {sig}")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def start(binary, config, args=(), env=None, preload=None, log=None, timeout=20):
+    """Starts smarm-server on 127.0.0.1 port 0 (admin on port 0 too) and waits
+    until it listens. `preload`: a shared object for LD_PRELOAD."""
+    if log is None:
+        fd, log = tempfile.mkstemp(prefix="smarm-rel-", suffix=".log")
+        os.close(fd)
+    e = dict(os.environ)
+    e.update(env or {})
+    if preload:
+        e["LD_PRELOAD"] = preload
+    out = open(log, "w")
+    cmd = [binary, "--config", config, "--http.host=127.0.0.1", "--http.port=0",
+           "--admin.port=0", *args]
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=e)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = open(log, errors="replace").read()
+        m = re.search(r"smarm-server listening on 127\.0\.0\.1:(\d+)", text)
+        if m:
+            a = re.search(r"admin listener on 127\.0\.0\.1:(\d+)", text)
+            return Server(p, int(m.group(1)), int(a.group(1)) if a else None, log)
+        if p.poll() is not None:
+            raise RuntimeError(f"smarm-server exited at start ({p.returncode}):\n{text}")
+        time.sleep(0.02)
+    p.kill()
+    raise RuntimeError("smarm-server did not start:\n" + open(log).read())
+
+
+def wait_kv(port, timeout=20):
+    """Waits until the kv service answers: it registers only after its log
+    is open and replayed, and a route to it answers 503 until then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _ = request(port, "GET", "/kv/--ready-probe--")
+        if status != 503:
+            return
+        time.sleep(0.05)
+    fail(f"kv did not start within {timeout} s")
+
+
+def request(port, method, path, body=None, timeout=10, headers=None):
+    """One request on a fresh connection: (status, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def raw(port, data, timeout=10):
+    """Sends raw bytes, returns everything the server sent until it closed
+    (or the timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        return read_until_close(s, timeout)
+    finally:
+        s.close()
+
+
+def read_until_close(s, timeout):
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return out
+
+
+def status_of(response_bytes):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", response_bytes)
+    return int(m.group(1)) if m else None
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)

@@ -22,6 +22,29 @@ import threading
 import time
 
 
+def wait_ready(p, port, logfile):
+    """Waits for GET /readyz to answer 200: the listener is up before the kv
+    log is replayed, and kv routes answer 503 until the service registers
+    (what a load balancer's readiness probe sees)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/readyz")
+            r = c.getresponse()
+            r.read()
+            c.close()
+            if r.status == 200:
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        if p.poll() is not None:
+            sys.exit(f"server exited at start:\n{open(logfile).read()}")
+        time.sleep(0.02)
+    p.kill()
+    sys.exit("server did not become ready within 30 s")
+
+
 def start(server, config, log_path, sync, logfile):
     out = open(logfile, "w")
     p = subprocess.Popen([server, "--config", config, "--http.host=127.0.0.1", "--http.port=0",
@@ -31,7 +54,9 @@ def start(server, config, log_path, sync, logfile):
         text = open(logfile).read()
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
         if m:
-            return p, int(m.group(1))
+            port = int(m.group(1))
+            wait_ready(p, port, logfile)
+            return p, port
         if p.poll() is not None:
             sys.exit(f"server exited at start:\n{text}")
         time.sleep(0.05)

@@ -39,6 +39,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -64,7 +65,8 @@ struct shared {
     const server_config cfg;
     const router routes;
     std::atomic<bool> draining{false};
-    std::atomic<std::uint64_t> accepted{0}, rejected{0}, active{0}, requests{0}, errors{0};
+    std::atomic<std::uint64_t> accepted{0}, rejected{0}, active{0}, requests{0}, errors{0},
+        accept_errors{0};
     std::shared_ptr<spdlog::logger> access;  ///< null when the access log is off
 };
 
@@ -124,12 +126,23 @@ template <class Stream>
 bool write_streamed(Stream& s, std::string& out, const server_config& cfg, response& res,
                     bool head_only, bool keep_alive, unsigned version);
 
+/// A connection's read buffer maximum: a whole head plus one read.
+inline std::size_t read_buffer_limit(const server_config& cfg) {
+    return std::max<std::size_t>(cfg.header_limit, 1024) + 64 * 1024;
+}
+
 template <class Stream>
 void serve_connection(Stream& s, conn_ctx& c) {
     namespace bhttp = boost::beast::http;
     using clock = std::chrono::steady_clock;
     const server_config& cfg = c.sh.cfg;
-    boost::beast::flat_buffer buf;
+    // Bounded: a line the parser has not seen the end of (a chunk size with
+    // its extensions, a trailer section) stays in the buffer, and without a
+    // maximum one client could grow it without end (issue 27: 400 MB of
+    // chunk extension, 400 MB of RSS). A head is bounded by header_limit
+    // before the buffer fills; past the maximum Beast answers
+    // buffer_overflow (400).
+    boost::beast::flat_buffer buf(read_buffer_limit(cfg));
     std::string out;
     std::uint64_t seq = 0;
     // One request object for the connection's life, reset per request: its
@@ -189,6 +202,7 @@ void serve_connection(Stream& s, conn_ctx& c) {
         parser.header_limit(static_cast<std::uint32_t>(
             std::min<std::size_t>(cfg.header_limit, std::numeric_limits<std::uint32_t>::max())));
         parser.body_limit(cfg.body_limit);
+        parser.framing_limit(cfg.header_limit);
         s.set_deadline(deadline_in(cfg.header_timeout));
         error_code ec;
         bhttp::read_header(s, buf, parser, ec);

@@ -10,6 +10,16 @@
 //
 // One reader per request, like any Beast parser; the request it fills may
 // be reused across a connection's requests (request_access::reset).
+//
+// Beast's body_limit counts only data bytes and its header_limit only the
+// head: chunk extensions and trailer fields count against nothing. Here
+// they each count against framing_limit (the header limit): a request whose
+// chunk extensions pass it fails with bad_chunk_extension (400), one whose
+// trailers pass it with header_limit (431). Trailer fields are counted and
+// dropped, never merged into the headers (a trailer must not be able to
+// pose as a header the connection already validated). The buffer holding a
+// line not yet complete is bounded by the connection (its read buffer's
+// maximum size).
 
 #include <smarm/http/message.hpp>
 
@@ -30,6 +40,10 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     /// Parses into `r`, which must be empty: freshly constructed or
     /// cleared by request_access::reset (fields are appended to it).
     explicit request_reader(request& r) : r_(r) {}
+
+    /// The most bytes of chunk extensions, and separately of trailer
+    /// fields, one request may send (default: unlimited).
+    void framing_limit(std::size_t n) noexcept { framing_limit_ = n; }
 
     /// How many Host fields the header had.
     unsigned host_count() const noexcept { return hosts_; }
@@ -56,7 +70,12 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     void on_response_impl(int, string_view, int, error_code&) override {}  // requests only
 
     void on_field_impl(field name, string_view name_string, string_view value,
-                       error_code&) override {
+                       error_code& ec) override {
+        if (header_done_) {  // a trailer field: counted, then dropped
+            trailer_bytes_ += name_string.size() + value.size() + 4;  // ": " and CRLF
+            if (trailer_bytes_ > framing_limit_) ec = boost::beast::http::error::header_limit;
+            return;
+        }
         auto& hs = request_access::headers(r_);
         if (name == field::host) {
             ++hosts_;
@@ -69,7 +88,7 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
         hs.push_back({std::string(name_string.data(), name_string.size()),
                       std::string(value.data(), value.size())});
     }
-    void on_header_impl(error_code&) override {}
+    void on_header_impl(error_code&) override { header_done_ = true; }
 
     void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code& ec) override {
         std::string& body = r_.body();
@@ -85,7 +104,10 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     std::size_t on_body_impl(string_view piece, error_code& ec) override {
         return append(piece, ec);
     }
-    void on_chunk_header_impl(std::uint64_t, string_view, error_code&) override {}
+    void on_chunk_header_impl(std::uint64_t, string_view extensions, error_code& ec) override {
+        extension_bytes_ += extensions.size();
+        if (extension_bytes_ > framing_limit_) ec = boost::beast::http::error::bad_chunk_extension;
+    }
     std::size_t on_chunk_body_impl(std::uint64_t, string_view piece, error_code& ec) override {
         return append(piece, ec);
     }
@@ -105,6 +127,10 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     unsigned hosts_ = 0;
     bool transfer_encoding_ = false;
     long expect_ = -1;  // index into the request's headers
+    bool header_done_ = false;
+    std::size_t framing_limit_ = static_cast<std::size_t>(-1);
+    std::size_t extension_bytes_ = 0;
+    std::size_t trailer_bytes_ = 0;
 };
 
 }  // namespace smarm::http::detail

@@ -67,7 +67,7 @@ http::router test_routes() {
     });
     // What the handler saw of its request (a connection reuses one request
     // object: nothing of the previous request may show through).
-    r.get("/inspect/*", [](http::request& q) {
+    auto inspect = [](http::request& q) {
         std::string out = q.method_string() + " " + q.path() + " route=" + q.route() +
                           " wild=" + q.wildcard() + " query=" + std::string(q.query()) +
                           " headers=" + std::to_string(q.headers().size()) +
@@ -75,7 +75,9 @@ http::router test_routes() {
                           " body=" + std::to_string(q.body().size()) +
                           " param=" + std::string(q.param("name").value_or("-"));
         return http::response(http::status::ok, out);
-    });
+    };
+    r.get("/inspect/*", inspect);
+    r.post("/inspect/*", inspect);
     // Takes the request away, as a registry-routed route does.
     r.get("/take", [](http::request& q) {
         http::request taken = std::move(q);
@@ -362,6 +364,61 @@ TEST(HttpServer, LimitsAnswerWithTheirStatus) {
             ASSERT_TRUE(r);
             EXPECT_EQ(r->status, 200u);
             EXPECT_EQ(r->body.size(), 100u);
+        }
+    });
+}
+
+// Issue 27: chunk extensions and trailers counted against nothing, so one
+// connection could make the server buffer any amount of them.
+TEST(HttpServer, ChunkExtensionsAndTrailersCountAgainstTheHeaderLimit) {
+    auto cfg = test_config();
+    cfg.header_limit = 1024;
+    with_server(cfg, test_routes(), [](http::server&, std::uint16_t port) {
+        const std::string head =
+            "POST /inspect/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+        {
+            client c(port);  // within the limits: served; the trailer is not a header
+            c.send(head + "3;name=value\r\nabc\r\n0;last\r\nX-A: from-trailer\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 200u);
+            EXPECT_NE(r->body.find("headers=2 x-a=- body=3"), std::string::npos) << r->body;
+        }
+        {
+            client c(port);  // many small extensions adding up past the limit
+            std::string req = head;
+            for (int i = 0; i < 40; ++i) req += "1;e=" + std::string(40, 'e') + "\r\nx\r\n";
+            c.send(req + "0\r\n\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 400u);
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);  // one chunk-size line longer than the read buffer
+            c.send(head + "5;e=" + std::string(100 * 1024, 'e'));
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 400u);
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);  // trailer fields past the limit
+            std::string req = head + "3\r\nabc\r\n0\r\n";
+            for (int i = 0; i < 30; ++i)
+                req += "X-T" + std::to_string(i) + ": " + std::string(40, 't') + "\r\n";
+            c.send(req + "\r\n");
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 431u);
+            EXPECT_TRUE(c.closed_by_peer());
+        }
+        {
+            client c(port);  // one trailer section longer than the read buffer
+            c.send(head + "3\r\nabc\r\n0\r\nX-T: " + std::string(100 * 1024, 't'));
+            auto r = c.read();
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 400u);
         }
     });
 }

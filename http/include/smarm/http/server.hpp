@@ -30,6 +30,8 @@
 // |---|---|---|
 // | request line + headers larger than header_limit | 431, close | header_limit |
 // | body larger than body_limit (Content-Length checked before reading; chunked while reading) | 413, close | body_limit |
+// | chunk extensions of one request larger than header_limit in all, or one chunk-size line past the read buffer (header_limit + 64 KiB) | 400, close | header_limit |
+// | trailer fields of one request larger than header_limit (trailers are read and dropped, never merged into the headers) | 431, close | header_limit |
 // | no request within header_timeout of the connection's start | close | header_timeout |
 // | headers not complete within header_timeout of their first byte | 408, close | header_timeout |
 // | no new request within idle_timeout on a kept-alive connection | close | idle_timeout |

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -393,6 +394,20 @@ tcp_stream tcp_listener::accept(io_deadline timeout) {
 
 socket_address tcp_listener::local_address() const {
     return address_of(fd_, false);
+}
+
+fd_limit raise_fd_limit() noexcept {
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return {};
+    if (r.rlim_cur < r.rlim_max) {
+        rlimit want = r;
+        want.rlim_cur = r.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) r = want;
+    }
+    const auto value = [](rlim_t v) {
+        return v == RLIM_INFINITY ? UINT64_MAX : static_cast<std::uint64_t>(v);
+    };
+    return {value(r.rlim_cur), value(r.rlim_max)};
 }
 
 }  // namespace smarm

@@ -174,16 +174,42 @@ void listen_loop(const std::shared_ptr<server::state>& st) {
             st.listener.close();
         }
     } guard{*st};
+    // Accept failures (EMFILE, ENFILE, ENOBUFS...) last as long as their
+    // cause: back off 5 ms doubling to 1 s while they do, log the first and
+    // then at most one line per 10 s with the count, and say when accepting
+    // works again. (Logging each one filled the log 100 times a second.)
+    using clock = std::chrono::steady_clock;
+    std::chrono::milliseconds backoff{0};
+    std::uint64_t unlogged = 0;
+    clock::time_point last_log{};
     for (;;) {
         tcp_stream conn;
         try {
             conn = st->listener.accept();
         } catch (const std::system_error& e) {
             if (st->stopping.load()) return;  // stop() shut the socket down
-            // EMFILE and friends: say so, breathe, keep listening.
-            spdlog::error("http: accept failed: {}", e.what());
-            smarm::sleep(std::chrono::milliseconds(10));
+            st->sh.accept_errors.fetch_add(1, std::memory_order_relaxed);
+            const auto now = clock::now();
+            if (backoff.count() == 0 || now - last_log >= std::chrono::seconds(10)) {
+                if (unlogged == 0)
+                    spdlog::error("http: accept failed: {} (retrying with backoff)", e.what());
+                else
+                    spdlog::error("http: accept failed: {} ({} more failures since the last line)",
+                                  e.what(), unlogged);
+                unlogged = 0;
+                last_log = now;
+            } else {
+                ++unlogged;
+            }
+            backoff = std::clamp(backoff * 2, std::chrono::milliseconds(5),
+                                 std::chrono::milliseconds(1000));
+            smarm::sleep(backoff);
             continue;
+        }
+        if (backoff.count() != 0) {
+            spdlog::info("http: accepting again ({} failures not logged)", unlogged);
+            backoff = std::chrono::milliseconds(0);
+            unlogged = 0;
         }
         if (st->sh.active.load(std::memory_order_relaxed) >= st->sh.cfg.max_connections) {
             st->sh.rejected.fetch_add(1, std::memory_order_relaxed);
@@ -374,7 +400,7 @@ void server::stop_on_signals() {
 server_stats server::stats() const noexcept {
     auto& s = st_->sh;
     return {s.accepted.load(), s.rejected.load(), s.active.load(), s.requests.load(),
-            s.errors.load()};
+            s.errors.load(), s.accept_errors.load()};
 }
 
 bool server::draining() const noexcept {

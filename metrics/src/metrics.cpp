@@ -173,6 +173,9 @@ class scrape_time_collector : public prometheus::Collectable {
             counter("smarm_http_connections_rejected_total",
                     "HTTP connections refused past max_connections.",
                     static_cast<double>(st.rejected));
+            counter("smarm_http_accept_errors_total",
+                    "Failed accepts on the HTTP listener (EMFILE, ENFILE, ...).",
+                    static_cast<double>(st.accept_errors));
         }
         return out;
     }

@@ -10,20 +10,32 @@
 // GET /metrics (metrics/), GET /debug/actors and /debug/tree
 // (services/debug/); the last three on the admin listener when enabled.
 //
+// At start it raises the soft open-file limit to the hard one and warns,
+// naming both, when that is still below what http.max_connections needs.
+//
 // Exit status: 0 after a clean stop, 1 when the server cannot start or its
 // supervision tree gave up, 2 for a bad config.
 
 #include <smarm/config/config.hpp>
+#include <smarm/net.hpp>
 #include <smarm/runtime.hpp>
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 
 #include "server/app.hpp"
 
 namespace config = smarm::config;
+
+namespace {
+/// Descriptors smarm-server uses besides HTTP connections: listeners,
+/// epoll, signal pipes, the kv log and its compaction, logs, admin
+/// connections.
+constexpr std::uint64_t fd_reserve = 128;
+}  // namespace
 
 int main(int argc, char** argv) {
     config::command cmd;
@@ -43,6 +55,19 @@ int main(int argc, char** argv) {
         return 0;
     }
     spdlog::set_level(spdlog::level::from_str(s.log.level));
+
+    // Every connection is a descriptor: take the hard open-file limit, and
+    // say once if even that is short of what max_connections needs (else
+    // the symptom is accept failing under load, long after start).
+    const smarm::fd_limit fds = smarm::raise_fd_limit();
+    const std::uint64_t fds_needed = s.http.max_connections + fd_reserve;
+    if (fds.soft < fds_needed)
+        spdlog::warn(
+            "open-file limit is {} (hard limit {}), below the {} that http.max_connections={} "
+            "needs: connections past ~{} will fail to accept; raise the hard limit (ulimit -Hn, "
+            "systemd LimitNOFILE=, docker/podman --ulimit nofile=) or lower http.max_connections",
+            fds.soft, fds.hard, fds_needed, s.http.max_connections,
+            fds.soft > fd_reserve ? fds.soft - fd_reserve : 0);
 
     smarm::runtime_config rc;
     rc.schedulers = static_cast<unsigned>(s.runtime.schedulers);

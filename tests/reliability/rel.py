@@ -7,6 +7,7 @@ Every test here runs the real smarm-server binary on loopback with port 0
 import http.client
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -43,6 +44,24 @@ class Server:
     def fds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
+    def nofile(self):
+        """(soft, hard) open-file limit of the running server."""
+        with open(f"/proc/{self.pid}/limits") as f:
+            for line in f:
+                if line.startswith("Max open files"):
+                    soft, hard = line.split()[3:5]
+                    return int(soft), int(hard)
+        raise RuntimeError("no open-file limit")
+
+    def metric(self, name, port=None):
+        """The value of one unlabelled metric from /metrics (on the admin
+        listener when there is one)."""
+        _, body = request(port or self.admin_port or self.port, "GET", "/metrics")
+        m = re.search(rb"^" + re.escape(name.encode()) + rb" (\S+)$", body, re.M)
+        if not m:
+            raise RuntimeError(f"no metric {name}")
+        return float(m.group(1))
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -63,9 +82,10 @@ class Server:
         self.proc.wait()
 
 
-def start(binary, config, args=(), env=None, preload=None, log=None, timeout=20):
+def start(binary, config, args=(), env=None, preload=None, log=None, timeout=20, nofile=None):
     """Starts smarm-server on 127.0.0.1 port 0 (admin on port 0 too) and waits
-    until it listens. `preload`: a shared object for LD_PRELOAD."""
+    until it listens. `preload`: a shared object for LD_PRELOAD; `nofile`:
+    (soft, hard) RLIMIT_NOFILE to start it with."""
     if log is None:
         fd, log = tempfile.mkstemp(prefix="smarm-rel-", suffix=".log")
         os.close(fd)
@@ -76,7 +96,11 @@ def start(binary, config, args=(), env=None, preload=None, log=None, timeout=20)
     out = open(log, "w")
     cmd = [binary, "--config", config, "--http.host=127.0.0.1", "--http.port=0",
            "--admin.port=0", *args]
-    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=e)
+    def limits():
+        if nofile:
+            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=e,
+                         preexec_fn=limits if nofile else None)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = open(log, errors="replace").read()

@@ -146,4 +146,18 @@ class tcp_listener {
     } nodelay_ = nodelay::unknown;
 };
 
+/// The process's open-file limit (RLIMIT_NOFILE).
+struct fd_limit {
+    std::uint64_t soft = 0;  ///< what open/accept are held to
+    std::uint64_t hard = 0;  ///< the most the soft limit may be raised to
+};
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (as Go has done at start
+/// since 1.19) and returns the limit in force afterwards. A stock shell
+/// hands a process 1,024, far below what a server holding thousands of
+/// connections needs. A process that spawns children which use select()
+/// should lower it for them again. Leaves the limit as it was if the
+/// kernel refuses.
+fd_limit raise_fd_limit() noexcept;
+
 }  // namespace smarm

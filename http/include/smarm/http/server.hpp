@@ -130,6 +130,7 @@ struct server_stats {
     std::uint64_t active = 0;    ///< connections open now
     std::uint64_t requests = 0;  ///< responses sent
     std::uint64_t errors = 0;    ///< 500s from handler exceptions
+    std::uint64_t accept_errors = 0;  ///< failed accepts (EMFILE, ENFILE, ...)
 };
 
 class server {

@@ -183,6 +183,11 @@ const std::vector<key_def>& table() {
         duration_key("http.drain_timeout", "graceful stop: in-flight requests get this long", 0ns,
                      1h,
                      [](settings& s) -> std::chrono::nanoseconds& { return s.http.drain_timeout; }),
+        duration_key("http.drain_grace",
+                     "graceful stop: an idle keep-alive connection stays open this long for a "
+                     "request on its way (answered with Connection: close; 0 = close at once)",
+                     0ns, 1h,
+                     [](settings& s) -> std::chrono::nanoseconds& { return s.http.drain_grace; }),
         u64_key("http.backlog", "pending connections the kernel queues for accept", 1, 65535,
                 [](settings& s) -> std::uint64_t& { return s.http.backlog; }),
         duration_key(

@@ -13,11 +13,16 @@
 // the output buffer. Responses to pipelined requests are batched while more
 // requests are already buffered, and flushed before the connection parks.
 //
-// Shutdown protocol with server::stop(): the connection stores idle=true
-// and then reads `draining`; stop() stores draining=true and then reads
-// every idle flag (both seq_cst). So either the connection sees draining
-// and leaves, or stop() sees it idle and stops it; a busy connection
-// finishes its request, answers with Connection: close and leaves.
+// Shutdown protocol with server::stop(): stop() stores drain_until (the end
+// of the lame-duck grace) and then draining=true (seq_cst, so a connection
+// that sees draining sees drain_until); the connection stores idle=true
+// and then reads `draining` (seq_cst). A connection that sees draining
+// waits for a request only until drain_until (a request on its way is
+// answered with Connection: close); one that went idle before keeps its
+// read until the drainer stops the idle ones at the grace's end (stop()
+// stores draining before it reads any idle flag). A busy connection
+// finishes its request, answers with Connection: close, half-closes and
+// leaves.
 //
 // Idle limits: a connection the server watches (conn_ctx::watch) waits for
 // its next request without a deadline; before it goes idle it stores when
@@ -65,6 +70,9 @@ struct shared {
     const server_config cfg;
     const router routes;
     std::atomic<bool> draining{false};
+    /// The end of the drain's grace for idle connections (steady_clock
+    /// nanoseconds since its epoch), stored before `draining`.
+    std::atomic<std::int64_t> drain_until{0};
     std::atomic<std::uint64_t> accepted{0}, rejected{0}, active{0}, requests{0}, errors{0},
         accept_errors{0};
     std::shared_ptr<spdlog::logger> access;  ///< null when the access log is off
@@ -126,6 +134,11 @@ template <class Stream>
 bool write_streamed(Stream& s, std::string& out, const server_config& cfg, response& res,
                     bool head_only, bool keep_alive, unsigned version);
 
+/// The end of the drain's grace, as a stream deadline.
+inline time_point drain_deadline(const shared& sh) {
+    return time_point(time_point::duration(sh.drain_until.load(std::memory_order_relaxed)));
+}
+
 /// A connection's read buffer maximum: a whole head plus one read.
 inline std::size_t read_buffer_limit(const server_config& cfg) {
     return std::max<std::size_t>(cfg.header_limit, 1024) + 64 * 1024;
@@ -172,10 +185,13 @@ void serve_connection(Stream& s, conn_ctx& c) {
             if (c.watch) {  // the reaper enforces the limit (header comment)
                 c.watch->reap_at.store(limit.time_since_epoch().count(), std::memory_order_relaxed);
                 c.watch->idle.store(true, std::memory_order_seq_cst);
-                if (c.sh.draining.load(std::memory_order_seq_cst)) return;
-                s.set_deadline(std::nullopt);
+                s.set_deadline(c.sh.draining.load(std::memory_order_seq_cst)
+                                   ? std::optional(drain_deadline(c.sh))
+                                   : std::nullopt);
             } else {
-                s.set_deadline(limit);
+                s.set_deadline(c.sh.draining.load(std::memory_order_seq_cst)
+                                   ? std::min(limit, drain_deadline(c.sh))
+                                   : limit);
             }
             // The read buffer starts at 1 KiB (malloc's per-thread cache
             // serves it; most request heads fit) and grows as Beast needs:
@@ -313,7 +329,10 @@ void serve_connection(Stream& s, conn_ctx& c) {
             cfg.on_request(request_record{route, method, static_cast<unsigned>(res.status()), bytes,
                                           clock::now() - t0});
         if (!keep_alive) {
-            flush();
+            // Draining: let the peer read the Connection: close answer
+            // before the socket goes (a request it sent meanwhile would
+            // otherwise turn the close into a reset).
+            if (flush() && c.sh.draining.load(std::memory_order_relaxed)) s.linger();
             return;
         }
     }

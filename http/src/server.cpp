@@ -318,7 +318,12 @@ socket_address server::local_address() const {
 void server::stop(std::optional<std::chrono::nanoseconds> drain) {
     if (!st_->started) return;
     const bool first = !st_->stopping.exchange(true);
-    const auto budget = drain.value_or(st_->sh.cfg.drain_timeout);
+    const auto budget = std::max(drain.value_or(st_->sh.cfg.drain_timeout),
+                                 std::chrono::nanoseconds::zero());
+    // Idle keep-alive connections are lame ducks for the grace (see the
+    // header comment); a second graceful stop skips it.
+    const auto grace = first ? std::min(st_->sh.cfg.drain_grace, budget)
+                             : std::chrono::nanoseconds::zero();
     if (first) {
         // Refuse new connections now, not when the listener actor next
         // runs: a shut-down listening socket leaves LISTEN at once (connects
@@ -328,18 +333,30 @@ void server::stop(std::optional<std::chrono::nanoseconds> drain) {
             if (st_->listener_open) ::shutdown(st_->listener.native_handle(), SHUT_RDWR);
         }
         request_stop(st_->listener_pid);
-        request_stop(st_->reaper_pid);  // draining stops the idle ones now
+        request_stop(st_->reaper_pid);  // the drain has its own idle limit
+        // drain_until before draining: a connection that sees draining
+        // (seq_cst load) sees the end of the grace (connection.hpp).
+        st_->sh.drain_until.store((detail::deadline_in(grace)).time_since_epoch().count(),
+                                  std::memory_order_relaxed);
         st_->sh.draining.store(true, std::memory_order_seq_cst);
     }
-    // Idle keep-alive connections go at once; busy ones finish their
-    // request (or are stopped at the deadline).
-    st_->stop_connections(budget > std::chrono::nanoseconds::zero());
+    if (budget == std::chrono::nanoseconds::zero())
+        st_->stop_connections(false);  // everything, now
+    else if (grace == std::chrono::nanoseconds::zero())
+        st_->stop_connections(true);  // idle ones now; busy ones finish
     if (!first && budget > std::chrono::nanoseconds::zero()) return;
     auto st = st_;
-    spawn([st, budget] {
-        const auto deadline = std::chrono::steady_clock::now() + budget;
-        while (st->sh.active.load(std::memory_order_relaxed) != 0 &&
-               std::chrono::steady_clock::now() < deadline)
+    spawn([st, budget, grace] {
+        using clock = std::chrono::steady_clock;
+        const auto start = clock::now();
+        auto drained = [&] { return st->sh.active.load(std::memory_order_relaxed) == 0; };
+        if (grace > std::chrono::nanoseconds::zero()) {
+            while (!drained() && clock::now() < start + grace)
+                smarm::sleep(std::chrono::milliseconds(5));
+            // Idle since before the drain and silent through the grace.
+            st->stop_connections(true);
+        }
+        while (!drained() && clock::now() < start + budget)
             smarm::sleep(std::chrono::milliseconds(5));
         // Stopping the supervisor stops any connection still running.
         request_stop(st->sup.id);

@@ -69,6 +69,7 @@ http::server_config http_config_from(const config::settings& s) {
     c.idle_timeout = s.http.idle_timeout;
     c.write_timeout = s.http.write_timeout;
     c.drain_timeout = s.http.drain_timeout;
+    c.drain_grace = s.http.drain_grace;
     c.backlog = static_cast<int>(s.http.backlog);
     c.defer_accept = std::chrono::ceil<std::chrono::seconds>(s.http.defer_accept);
     c.access_log = s.http.access_log;

@@ -12,7 +12,8 @@
 // Lifecycle: start() returns once both listeners are bound (or throws naming
 // the address; nothing stays running). A graceful stop (stop(), or the first
 // SIGTERM/SIGINT after stop_on_signals()) stops accepting, lets in-flight
-// requests finish (http.drain_timeout), then stops the admin listener and the
+// requests finish (http.drain_timeout; idle connections are answered for
+// http.drain_grace, see http/server.hpp), then stops the admin listener and the
 // services; a second signal stops every connection at once. A listener child
 // that fails after start is restarted on the same address; the services
 // restart per their supervisor. When the top supervisor exceeds its restart

@@ -711,6 +711,50 @@ TEST(HttpServer, GracefulStopFinishesInFlightRequestsAndRefusesNewConnections) {
     });
 }
 
+// Issue 27: a drain that closed idle keep-alive connections at once lost
+// the request a closed-loop client had just sent on each (32 read errors
+// per SIGTERM under smarm-load). Idle connections are lame ducks for
+// drain_grace: what arrives is answered with Connection: close.
+TEST(HttpServer, DrainAnswersRequestsOnIdleConnectionsDuringTheGrace) {
+    auto cfg = test_config();
+    cfg.drain_timeout = 30s;
+    cfg.drain_grace = 5s;  // far longer than the test needs to send
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        client late(port), silent(port);
+        ASSERT_EQ(late.get("/plaintext")->status, 200u);
+        ASSERT_EQ(silent.get("/plaintext")->status, 200u);
+        auto t0 = smarm_test::steady::now();
+        while (srv.stats().requests < 2 && smarm_test::since(t0) < 10s)
+            smarm::sleep(1ms);
+        srv.stop();
+        EXPECT_THROW((void)smarm::tcp_stream::connect("127.0.0.1", port, 2s), std::system_error);
+        auto r = late.get("/plaintext");  // idle at the stop, sends within the grace
+        ASSERT_TRUE(r) << "a request on an idle connection met a close during the grace";
+        EXPECT_EQ(r->status, 200u);
+        EXPECT_FALSE(r->keep_alive) << "a drain's responses announce Connection: close";
+        EXPECT_TRUE(late.closed_by_peer(5s));
+        EXPECT_TRUE(silent.closed_by_peer(30s)) << "a silent idle connection outlived the grace";
+        srv.wait();
+        EXPECT_EQ(srv.stats().active, 0u);
+    });
+}
+
+TEST(HttpServer, DrainWithoutGraceClosesIdleConnectionsAtOnce) {
+    auto cfg = test_config();
+    cfg.drain_timeout = 30s;
+    cfg.drain_grace = 0s;
+    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
+        client idle(port);
+        ASSERT_EQ(idle.get("/plaintext")->status, 200u);
+        auto t0 = smarm_test::steady::now();
+        srv.stop();
+        EXPECT_TRUE(idle.closed_by_peer(20s));
+        srv.wait();
+        // Well before the 30 s budget: nothing waited for the idle one.
+        EXPECT_LT(smarm_test::since(t0), 25s);
+    });
+}
+
 TEST(HttpServer, StopWithZeroDrainEndsEveryConnectionAtOnce) {
     with_server(test_config(), test_routes(), [](http::server& srv, std::uint16_t port) {
         client c(port);

@@ -59,7 +59,9 @@ TEST(App, HttpSettingsReachTheServerConfig) {
     s.http.backlog = 77;
     s.http.defer_accept = std::chrono::milliseconds(1500);  // whole seconds, rounded up
     s.http.header_timeout = std::chrono::seconds(3);
+    s.http.drain_grace = std::chrono::milliseconds(250);
     const auto c = smarm::services::http_config_from(s);
+    EXPECT_EQ(c.drain_grace, std::chrono::milliseconds(250));
     EXPECT_EQ(c.backlog, 77);
     EXPECT_EQ(c.defer_accept, std::chrono::seconds(2));
     EXPECT_EQ(c.header_timeout, std::chrono::seconds(3));

@@ -44,6 +44,7 @@ struct http_settings {
     std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
     std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
     std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
+    std::chrono::nanoseconds drain_grace = std::chrono::seconds(1);
     std::uint64_t backlog = 1024;              ///< listen() queue length
     std::chrono::nanoseconds defer_accept{0};  ///< TCP_DEFER_ACCEPT; 0 = off
     bool access_log = false;

@@ -48,10 +48,15 @@
 // (deadlines come from the coarse monotonic clock).
 //
 // Shutdown: stop() (or the first SIGTERM/SIGINT after stop_on_signals())
-// closes the listener, lets in-flight requests finish for up to
-// drain_timeout (their responses say Connection: close), closes idle
-// keep-alive connections at once, stops whatever is left at the deadline,
-// and then wait() returns. A second signal stops everything at once.
+// closes the listener (new connects are refused) and drains for up to
+// drain_timeout: in-flight requests finish and every response from then on
+// says Connection: close. An idle keep-alive connection is a lame duck for
+// drain_grace: a request already on its way is answered (with Connection:
+// close) rather than met by a close, which is the race that costs a
+// closed-loop client one error per connection; idle ones still silent at
+// the end of the grace are closed. Whatever is left at the deadline is
+// stopped, and then wait() returns. A second signal stops everything at
+// once.
 //
 // Thread safety: start() once, from an actor; stop(), stats() and
 // local_address() from any actor.
@@ -99,6 +104,10 @@ struct server_config {
     std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
     std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
     std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
+    /// During a drain, how long an idle keep-alive connection stays open for
+    /// a request already on its way (capped by drain_timeout; 0 = close idle
+    /// connections at once).
+    std::chrono::nanoseconds drain_grace = std::chrono::seconds(1);
     /// One line per request: time, peer, method, target, status, body
     /// bytes, duration, request id.
     bool access_log = false;

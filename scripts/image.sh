@@ -47,13 +47,14 @@ echo "image.sh: building $image with ${build[*]}"
 [ "$mode" = "test" ] || exit 0
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+aport="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 name="smarm-image-test-$$"
 cleanup() { "${engine[@]}" rm -f "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-"${run[@]}" -d --name "$name" --network host -e SMARM_HTTP_PORT="$port" "$image" >/dev/null
+"${run[@]}" -d --name "$name" --network host -e SMARM_HTTP_PORT="$port" -e SMARM_ADMIN_PORT="$aport" "$image" >/dev/null
 
-get() {  # get PATH -> the whole response
-  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+get() {  # get PATH [PORT] -> the whole response
+  exec 3<>"/dev/tcp/127.0.0.1/${2:-$port}" || return 1
   printf 'GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' "$1" >&3
   tr -d '\r' <&3
   exec 3<&-
@@ -66,8 +67,9 @@ done
 [ -n "$ok" ] || { echo "image.sh: the container never became ready"; "${engine[@]}" logs "$name"; exit 1; }
 [ "$(get /healthz | head -1)" = "HTTP/1.1 200 OK" ] || { echo "image.sh: /healthz"; exit 1; }
 [ "$(get /plaintext | tail -1)" = "Hello, World!" ] || { echo "image.sh: /plaintext"; exit 1; }
-get /metrics | grep -q '^smarm_http_requests_total{' || { echo "image.sh: /metrics lacks the HTTP family"; exit 1; }
-get /metrics | grep -q '^# HELP process_resident_memory_bytes' || { echo "image.sh: /metrics lacks process families"; exit 1; }
+get /metrics | head -1 | grep -q ' 404 ' || { echo "image.sh: /metrics on the public port"; exit 1; }
+get /metrics "$aport" | grep -q '^smarm_http_requests_total{' || { echo "image.sh: /metrics lacks the HTTP family"; exit 1; }
+get /metrics "$aport" | grep -q '^# HELP process_resident_memory_bytes' || { echo "image.sh: /metrics lacks process families"; exit 1; }
 user="$("${engine[@]}" exec "$name" id -u)"
 [ "$user" = "10001" ] || { echo "image.sh: runs as uid $user, not 10001"; exit 1; }
 # The HEALTHCHECK command itself, run inside the container.
@@ -87,9 +89,9 @@ fi
 # scrapes it, and promtool checks the exposition and the config.
 if command -v prometheus >/dev/null 2>&1; then
   pdir="$(mktemp -d)"
-  sed "s/smarm:8080/127.0.0.1:$port/" docker/prometheus.yml >"$pdir/prometheus.yml"
+  sed "s/smarm:9090/127.0.0.1:$aport/" docker/prometheus.yml >"$pdir/prometheus.yml"
   promtool check config "$pdir/prometheus.yml" >/dev/null || { echo "image.sh: promtool rejects docker/prometheus.yml"; exit 1; }
-  get /metrics | sed '1,/^$/d' | promtool check metrics || { echo "image.sh: promtool rejects /metrics"; exit 1; }
+  get /metrics "$aport" | sed '1,/^$/d' | promtool check metrics || { echo "image.sh: promtool rejects /metrics"; exit 1; }
   pport="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   prometheus --config.file="$pdir/prometheus.yml" --storage.tsdb.path="$pdir/data" \
     --web.listen-address="127.0.0.1:$pport" >"$pdir/log" 2>&1 &

@@ -26,6 +26,7 @@ struct key_def {
     std::string name, doc, allowed;
     setter set;  // throws std::invalid_argument on a bad value
     getter get;
+    bool secret = false;  // its value never appears in a message or a print
 };
 
 std::string trim(std::string s) {
@@ -155,6 +156,36 @@ key_def string_key(std::string name, std::string doc, std::vector<std::string> c
         [=](const settings& s) { return quote(at(const_cast<settings&>(s))); }};
 }
 
+/// What --print-config shows for a secret that is set.
+constexpr std::string_view redacted = "<redacted>";
+
+/// A credential: printed redacted; the placeholder itself is refused so that
+/// a printed config fed back in fails loudly instead of holding a wrong
+/// secret.
+key_def secret_key(std::string name, std::string doc, std::function<std::string&(settings&)> at) {
+    return {std::move(name), std::move(doc),
+            "\"\" (none) or 16 to 4096 visible ASCII characters (no spaces)",
+            [=](settings& s, const std::string& v) {
+                if (v == redacted)
+                    throw std::invalid_argument(
+                        "the placeholder --print-config prints for a set secret; give the "
+                        "secret itself");
+                if (!v.empty() && (v.size() < 16 || v.size() > 4096))
+                    throw std::invalid_argument(v.size() < 16 ? "shorter than 16 characters"
+                                                              : "longer than 4096 characters");
+                for (unsigned char c : v)
+                    if (c <= 0x20 || c >= 0x7f)
+                        throw std::invalid_argument("not visible ASCII (a space or control "
+                                                    "character, or non-ASCII)");
+                at(s) = v;
+            },
+            [=](const settings& s) {
+                return at(const_cast<settings&>(s)).empty() ? quote("")
+                                                            : quote(std::string(redacted));
+            },
+            true};
+}
+
 const std::vector<key_def>& table() {
     using namespace std::chrono_literals;
     static const std::vector<key_def> t = {
@@ -205,12 +236,17 @@ const std::vector<key_def>& table() {
         string_key("http.tls_private_key", "PEM private key of tls_certificate", {},
                    [](settings& s) -> std::string& { return s.http.tls_private_key; }),
         bool_key("admin.enabled",
-                 "serve /metrics and /debug/* on the admin listener instead of the main port",
+                 "serve /metrics and /debug/* on the admin listener (default) instead of the "
+                 "main port; acting endpoints are served only here",
                  [](settings& s) -> bool& { return s.admin.enabled; }),
         string_key("admin.host", "admin listener address (keep it private: loopback)", {},
                    [](settings& s) -> std::string& { return s.admin.host; }),
         port_key("admin.port", "admin listener port",
                  [](settings& s) -> std::uint16_t& { return s.admin.port; }),
+        secret_key("admin.token",
+                   "bearer token every admin request must carry (\"\" = none; set it when the "
+                   "admin listener faces a network; env SMARM_ADMIN_TOKEN keeps it out of files)",
+                   [](settings& s) -> std::string& { return s.admin.token; }),
         u64_key("runtime.schedulers", "scheduler threads (0 = one per hardware thread)", 0, 64,
                 [](settings& s) -> std::uint64_t& { return s.runtime.schedulers; }),
         u64_key("runtime.max_actors", "live actors at most", 1024, std::uint64_t{1} << 24,
@@ -262,7 +298,10 @@ const key_def* find_key(const std::string& name) {
 void apply(settings& s, const key_def& k, const std::string& value, const std::string& from) {
     try {
         k.set(s, value);
-    } catch (const std::invalid_argument&) {
+    } catch (const std::invalid_argument& e) {
+        if (k.secret)  // the reason, never the value
+            throw config_error("config: " + k.name + " (from " + from + ") is not allowed: " +
+                               e.what() + "; expected " + k.allowed);
         throw config_error("config: " + k.name + ": \"" + value + "\" (from " + from +
                            ") is not allowed: expected " + k.allowed);
     }

@@ -273,11 +273,14 @@ void serve_connection(Stream& s, conn_ctx& c) {
             rid = req.id();
         }
 
-        route_match m = c.sh.routes.match(req);
+        std::optional<response> denied;
+        if (cfg.authorize) denied = cfg.authorize(req);
+        route_match m = denied ? route_match{} : c.sh.routes.match(req);
         if (cfg.on_request && m.target) route = req.route();
         // Built in place (a default-constructed response would allocate its
         // default Content-Type only to be assigned over).
         response res = [&] {
+            if (denied) return std::move(*denied);
             if (!m.target) {
                 response r(m.status, std::string(bhttp::obsolete_reason(m.status)) + "\n");
                 if (m.status == http::status::method_not_allowed) r.set("Allow", m.allow);

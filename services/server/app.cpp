@@ -34,6 +34,39 @@ namespace smarm::services {
 
 namespace http = smarm::http;
 
+namespace {
+
+/// Equal without a timing side channel on where the first difference is
+/// (the length is not secret: the token's is fixed by whoever chose it).
+bool same_secret(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+}  // namespace
+
+std::function<std::optional<http::response>(const http::request&)> bearer_token_guard(
+    std::string token) {
+    return [token = std::move(token)](const http::request& req) -> std::optional<http::response> {
+        auto h = req.header("Authorization");
+        constexpr std::string_view scheme = "Bearer ";
+        if (h && h->size() > scheme.size() &&
+            http::iequals(h->substr(0, scheme.size()), scheme) &&
+            same_secret(h->substr(scheme.size()), token))
+            return std::nullopt;
+        http::response r(http::status::unauthorized,
+                         h ? "401 Unauthorized: wrong bearer token\n"
+                           : "401 Unauthorized: this listener needs Authorization: Bearer "
+                             "<admin.token>\n");
+        r.set("WWW-Authenticate", h ? R"(Bearer realm="smarm-admin", error="invalid_token")"
+                                    : R"(Bearer realm="smarm-admin")");
+        return r;
+    };
+}
+
 kv_options kv_options_from(const config::settings& s) {
     kv_options kv;
     kv.value_limit = s.kv.value_limit;
@@ -137,6 +170,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
         } else {
             c.host = s.admin.host;
             c.port = s.admin.port;
+            if (!s.admin.token.empty()) c.authorize = bearer_token_guard(s.admin.token);
         }
         std::lock_guard g(mu);
         // A restart binds the address the first start got (port 0 included).
@@ -169,8 +203,10 @@ struct application::state : std::enable_shared_from_this<application::state> {
                 return http::response(http::status::ok, "ready\n");
             });
         }
-        // /metrics and /debug/* face the public port only without an admin
-        // listener.
+        // Read-only /metrics and /debug/* face the public port only without
+        // an admin listener. Endpoints that act on the process (run an
+        // experiment, stop an actor) are added on the admin listener alone,
+        // whatever the config says: never on the public port.
         if ((l == listener::admin) == s.admin.enabled) {
             metrics.add_route(r);
             add_debug_routes(r);

@@ -5,9 +5,12 @@
 //   top        supervisor, rest_for_one (a restarted services tree restarts
 //    │         the listeners after it, so they never serve a stale world)
 //    ├─ services   supervisor, one_for_one: kv, worker-0 .. worker-(n-1)
-//    ├─ http       the public listener: the built-in routes, plus /metrics
-//    │             and /debug/* unless the admin listener is enabled
-//    └─ admin      (admin.enabled) /metrics and /debug/* only
+//    ├─ http       the public listener: the built-in routes, plus the
+//    │             read-only /metrics and /debug/* when admin.enabled is false
+//    └─ admin      (admin.enabled, the default; loopback unless admin.host
+//                  says otherwise) /metrics, /debug/* and every endpoint that
+//                  acts on the process; admin.token set: each request needs
+//                  Authorization: Bearer <token> (else 401)
 //
 // Lifecycle: start() returns once both listeners are bound (or throws naming
 // the address; nothing stays running). A graceful stop (stop(), or the first
@@ -25,7 +28,10 @@
 #include <smarm/metrics/metrics.hpp>
 #include <smarm/supervisor.hpp>
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kv/kv.hpp"
@@ -41,6 +47,11 @@ workers_options workers_options_from(const config::settings& s);
 std::vector<child_spec> default_services(const config::settings& s);
 /// The public listener's server_config.
 http::server_config http_config_from(const config::settings& s);
+/// The admin listener's guard when admin.token is set: a request without
+/// `Authorization: Bearer <token>` (scheme case-insensitive, the token
+/// compared in constant time) gets 401 with a WWW-Authenticate challenge.
+std::function<std::optional<http::response>(const http::request&)> bearer_token_guard(
+    std::string token);
 
 class application {
   public:

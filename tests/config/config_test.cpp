@@ -100,6 +100,29 @@ TEST(Config, DurationsAndSizes) {
     EXPECT_THROW(config::parse_size("99999999999999999999"), std::invalid_argument);
 }
 
+// Issue 27: the admin listener is the safe default, and its token never
+// shows: not in --print-config, not in an error.
+TEST(Config, AdminIsOnByDefaultAndItsTokenIsRedacted) {
+    auto d = config::load_from("");
+    EXPECT_TRUE(d.admin.enabled);
+    EXPECT_EQ(d.admin.host, "127.0.0.1");
+    EXPECT_TRUE(d.admin.token.empty());
+    const std::string token = "a-token-of-twenty-six-char";
+    auto s = config::load_from("", {{"SMARM_ADMIN_TOKEN", token}});
+    EXPECT_EQ(s.admin.token, token);
+    const std::string printed = config::to_yaml(s);
+    EXPECT_NE(printed.find("token: \"<redacted>\""), std::string::npos) << printed;
+    EXPECT_EQ(printed.find(token), std::string::npos) << printed;
+    // The placeholder fed back in is refused, not taken as the token.
+    EXPECT_NE(error_of(printed).find("admin.token"), std::string::npos);
+    const auto short_one = error_of("admin:\n  token: tooshort\n");
+    EXPECT_NE(short_one.find("admin.token"), std::string::npos) << short_one;
+    EXPECT_NE(short_one.find("shorter than 16"), std::string::npos) << short_one;
+    EXPECT_EQ(short_one.find("tooshort"), std::string::npos) << short_one;
+    EXPECT_NE(error_of("admin:\n  token: \"has a space in it, long enough\"\n").find("visible ASCII"),
+              std::string::npos);
+}
+
 TEST(Config, PrintedConfigLoadsBackTheSame) {
     auto s = config::load_from(
         "http:\n  port: 1234\n  access_log_file: \"/tmp/a \\\"b\\\".log\"\n  drain_timeout: "

@@ -6,7 +6,7 @@
   every shared library smarm-server links comes from a package the runtime
   stage installs (or one every Debian base has).
 - compose.yaml + prometheus.yml: Prometheus scrapes smarm's /metrics on the
-  port the image serves.
+  admin port the image serves it on (not published by compose).
 - k8s: probes on /healthz and /readyz through a declared port, the Service
   targets it, the HPA targets the Deployment, the pod's user is the image's,
   the grace period outlasts http.drain_timeout, vm.max_map_count documented.
@@ -51,6 +51,11 @@ def main():
     port = int(port.group(1))
     expose = [int(p) for p in re.findall(r"^EXPOSE (.*)$", runtime, re.M)[0].split()]
     check(port in expose, f"EXPOSE {expose} lacks the HTTP port {port}")
+    admin = re.search(r"SMARM_ADMIN_PORT=(\d+)", runtime)
+    check(admin is not None and re.search(r"SMARM_ADMIN_HOST=0\.0\.0\.0", runtime),
+          "the image must serve its admin listener beyond loopback (for the scraper)")
+    admin = int(admin.group(1))
+    check(admin in expose and admin != port, f"EXPOSE {expose} lacks the admin port {admin}")
     check(re.search(r'^ENTRYPOINT \["/usr/local/bin/smarm-server"', runtime, re.M),
           "ENTRYPOINT must run smarm-server")
 
@@ -80,7 +85,9 @@ def main():
     prom = yaml.safe_load(open(f"{root}/docker/prometheus.yml"))
     job = prom["scrape_configs"][0]
     check(job.get("metrics_path", "/metrics") == "/metrics", "Prometheus scrapes /metrics")
-    check(job["static_configs"][0]["targets"] == [f"smarm:{port}"],
+    check(not any(str(p).endswith(f":{admin}") for p in svc["smarm"]["ports"]),
+          "compose must not publish the admin port")
+    check(job["static_configs"][0]["targets"] == [f"smarm:{admin}"],
           f"Prometheus target {job['static_configs'][0]['targets']}")
     check(any("prometheus.yml" in v for v in svc["prometheus"]["volumes"]),
           "compose mounts prometheus.yml")
@@ -91,6 +98,9 @@ def main():
     c = pod["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     check(ports.get("http") == port, f"container port http {ports}")
+    check(ports.get("admin") == admin, f"container port admin {ports}")
+    ann = dep["spec"]["template"]["metadata"]["annotations"]
+    check(ann.get("prometheus.io/port") == str(admin), f"the scrape annotation's port: {ann}")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         g = c[probe]["httpGet"]
         check(g["path"] == path and g["port"] in ports, f"{probe}: {g}")

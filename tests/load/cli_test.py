@@ -24,7 +24,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="smarm-load-test-")
     log = open(os.path.join(tmp, "server.log"), "w+")
     srv = subprocess.Popen([server, "--config", config, "--http.host=127.0.0.1",
-                            "--http.port=0", "--runtime.schedulers=1"],
+                            "--http.port=0", "--admin.port=0", "--runtime.schedulers=1"],
                            stdout=log, stderr=subprocess.STDOUT)
     try:
         port = None

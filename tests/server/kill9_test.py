@@ -47,7 +47,7 @@ def wait_ready(p, port, logfile):
 
 def start(server, config, log_path, sync, logfile):
     out = open(logfile, "w")
-    p = subprocess.Popen([server, "--config", config, "--http.host=127.0.0.1", "--http.port=0",
+    p = subprocess.Popen([server, "--config", config, "--http.host=127.0.0.1", "--http.port=0", "--admin.port=0",
                           f"--kv.log_path={log_path}", f"--kv.sync={sync}",
                           "--runtime.schedulers=2"], stdout=out, stderr=subprocess.STDOUT)
     for _ in range(200):

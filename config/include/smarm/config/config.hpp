@@ -55,9 +55,12 @@ struct http_settings {
 };
 
 struct admin_settings {
-    bool enabled = false;  ///< serve /metrics and /debug/* here instead of the main port
+    bool enabled = true;  ///< serve /metrics and /debug/* here instead of the main port
     std::string host = "127.0.0.1";
     std::uint16_t port = 9090;
+    /// "" = none; else every admin request needs `Authorization: Bearer
+    /// <token>` (16..4096 visible ASCII characters). Printed redacted.
+    std::string token;
 };
 
 struct runtime_settings {
@@ -118,7 +121,8 @@ command load(int argc, const char* const* argv);
 settings load_from(const std::string& yaml_text,
                    const std::vector<std::pair<std::string, std::string>>& env = {});
 
-/// The effective settings as YAML (loadable again).
+/// The effective settings as YAML (loadable again, except that a set secret
+/// such as admin.token prints as "<redacted>", which loading refuses).
 std::string to_yaml(const settings& s);
 /// Every key, in file order.
 const std::vector<key_info>& keys();

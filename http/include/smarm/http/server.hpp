@@ -118,6 +118,11 @@ struct server_config {
     /// Called in the connection actor after each response (keep it cheap and
     /// thread-safe: connection actors run on every scheduler). Empty: off.
     std::function<void(const request_record&)> on_request;
+    /// Called in the connection actor for each request before routing (the
+    /// head and body read, the path decoded): a response it returns is sent
+    /// instead of routing (a 401, a 403); nullopt lets the request through.
+    /// Empty: every request is routed.
+    std::function<std::optional<response>(const request&)> authorize;
     std::string server_name = "smarm";  ///< the Server header ("" to omit)
     std::optional<tls_config> tls;
     int backlog = 1024;

@@ -127,20 +127,33 @@ TEST(Io, ManyConcurrentBlockingJobsAllComplete) {
     });
 }
 
-TEST(Io, StopDuringBlockingJobUnwindsAtOnce) {
+// A job may use the caller's locals: a stop must not unwind them while it
+// runs (the kv server stopped mid-append: use after free, SIGSEGV).
+TEST(Io, StopDuringBlockingJobWaitsForTheJobThenStops) {
     smarm_test::run([] {
-        std::atomic<bool> finished{false};
+        std::atomic<bool> started{false}, finished{false}, finished_at_unwind{false};
+        std::atomic<int> after{0};
         auto h = smarm::spawn([&] {
+            struct witness {
+                std::atomic<bool>& finished;
+                std::atomic<bool>& seen;
+                ~witness() { seen = finished.load(); }
+            } w{finished, finished_at_unwind};
+            int local = 0;
             smarm::block_on_io([&] {
+                started = true;
                 usleep(50'000);
+                local = 42;  // the caller's frame must still be there
                 finished = true;
             });
+            after = local;  // not reached: the stop is thrown first
         });
-        smarm::sleep(2ms);
-        auto t0 = steady::now();
+        while (!started.load())
+            smarm::sleep(1ms);
         smarm::request_stop(h.id());
         EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        EXPECT_LT(steady::now() - t0, 40ms + 5s);
+        EXPECT_TRUE(finished_at_unwind.load()) << "the actor unwound while its job ran";
+        EXPECT_EQ(after.load(), 0) << "the stop was not delivered after the job";
     });
 }
 

@@ -12,6 +12,7 @@
 // direction; a second one is a std::logic_error.
 
 #include <smarm/pid.hpp>
+#include <smarm/runtime.hpp>
 #include <smarm/select.hpp>
 
 #include <chrono>
@@ -99,9 +100,11 @@ class fd_arm {
 
 /// Runs `fn` on a blocking-pool thread and parks until it returns; gives
 /// back its value or rethrows its exception here. For file IO, fsync, DNS,
-/// long CPU-bound C calls. If the actor is stopped meanwhile, it unwinds at
-/// once; the job still runs to completion and its result is dropped (and
-/// the run does not end before it finishes).
+/// long CPU-bound C calls. `fn` may refer to the caller's locals and
+/// members: a stop requested meanwhile waits for the job to finish (it
+/// cannot be interrupted) and is then thrown here, the job's result
+/// dropped. (Unwinding at once freed what a running job still used: the
+/// kv server stopped mid-append crashed the process.)
 template <class F>
 auto block_on_io(F&& fn) -> std::invoke_result_t<std::decay_t<F>&> {
     using result = std::invoke_result_t<std::decay_t<F>&>;
@@ -136,16 +139,22 @@ auto block_on_io(F&& fn) -> std::invoke_result_t<std::decay_t<F>&> {
         }
         detail::io_job_finished(w, e);
     });
-    for (;;) {
-        {
-            std::lock_guard g(st->mu);
-            if (st->done) break;
-            auto w = detail::open_wait("smarm::block_on_io");
-            st->waiter = w.self;
-            st->epoch = w.epoch;
+    {
+        // A stop wakes the park without throwing; the loop parks again
+        // until the job is done.
+        no_preempt hold;
+        for (;;) {
+            {
+                std::lock_guard g(st->mu);
+                if (st->done) break;
+                auto w = detail::open_wait("smarm::block_on_io");
+                st->waiter = w.self;
+                st->epoch = w.epoch;
+            }
+            detail::park();
         }
-        detail::park();
     }
+    detail::observe();  // a stop requested meanwhile is thrown now
     if (st->error) std::rethrow_exception(st->error);
     if constexpr (!std::is_void_v<result>) return std::move(*st->value);
 }

@@ -250,32 +250,101 @@ void reap_loop(const std::shared_ptr<server::state>& st) {
     }
 }
 
-// ---- signals: a self-pipe, read by an actor --------------------------------
+// ---- signals: a self-pipe per watching server ----------------------------
+//
+// The handler counts the signal and writes a byte to every slot's pipe. A
+// server that asks for signals leases a slot; its watcher actor waits on
+// that slot's read end (one waiting actor per fd: two watchers on one pipe,
+// an old server's still draining beside its restarted successor, made the
+// second one fail and left SIGTERM unanswered once the first ended). Pipes
+// are created once and never closed, so the handler never writes to a
+// descriptor that was closed and reused. The handlers are installed while
+// any lease is held and reset to the default when the last one ends (an old
+// server's destructor resetting them under its successor let SIGTERM kill
+// the process without a drain). g_signal_mu guards the slots' leases, their
+// creation and the sigaction calls; the handler touches only atomics.
 
-int g_signal_pipe[2] = {-1, -1};
+constexpr std::size_t signal_slots = 16;
+struct signal_slot {
+    // The handler's only view: -1 until the pipe exists; never reset.
+    // Relaxed: an int store is the whole publication (no data behind it).
+    std::atomic<int> write_fd{-1};
+    int read_fd = -1;     // guarded by g_signal_mu (then read by the lessee)
+    bool leased = false;  // guarded by g_signal_mu
+};
+signal_slot g_signal_slots[signal_slots];
+std::mutex g_signal_mu;
+std::size_t g_signal_leases = 0;  // guarded by g_signal_mu
+// Signals received so far; relaxed: a watcher rereads it after every wake.
 std::atomic<int> g_signal_count{0};
 
 extern "C" void on_shutdown_signal(int) {
     int saved = errno;
     g_signal_count.fetch_add(1, std::memory_order_relaxed);
     char b = 1;
-    (void)!::write(g_signal_pipe[1], &b, 1);
+    for (auto& slot : g_signal_slots)
+        if (int fd = slot.write_fd.load(std::memory_order_relaxed); fd >= 0)
+            (void)!::write(fd, &b, 1);
     errno = saved;
 }
+
+void set_shutdown_handlers(void (*handler)(int)) {
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+}
+
+/// One slot for one watcher actor, held by the actor's closure.
+class signal_lease {
+  public:
+    signal_lease() {
+        std::lock_guard g(g_signal_mu);
+        for (std::size_t i = 0; i < signal_slots; ++i) {
+            signal_slot& slot = g_signal_slots[i];
+            if (slot.leased) continue;
+            if (slot.read_fd < 0) {
+                int p[2];
+                if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
+                    throw std::system_error(errno, std::generic_category(),
+                                            "smarm::http::server::stop_on_signals: pipe2");
+                slot.read_fd = p[0];
+                slot.write_fd.store(p[1], std::memory_order_relaxed);
+            }
+            char b[64];  // bytes of signals before this lease: not ours
+            while (::read(slot.read_fd, b, sizeof b) > 0) {
+            }
+            slot.leased = true;
+            index_ = i;
+            if (g_signal_leases++ == 0) set_shutdown_handlers(on_shutdown_signal);
+            return;
+        }
+        throw std::runtime_error("smarm::http::server::stop_on_signals: more than " +
+                                 std::to_string(signal_slots) +
+                                 " servers watch SIGTERM/SIGINT at once");
+    }
+    ~signal_lease() {
+        std::lock_guard g(g_signal_mu);
+        g_signal_slots[index_].leased = false;
+        if (--g_signal_leases == 0) set_shutdown_handlers(SIG_DFL);
+    }
+    signal_lease(const signal_lease&) = delete;
+    signal_lease& operator=(const signal_lease&) = delete;
+    int fd() const noexcept { return g_signal_slots[index_].read_fd; }
+
+  private:
+    std::size_t index_ = 0;
+};
 
 }  // namespace
 
 server::server(server_config cfg, router r)
     : st_(std::make_shared<state>(std::move(cfg), std::move(r))) {}
 
-server::~server() {
-    if (st_->signal_pid.valid()) {
-        struct sigaction sa {};
-        sa.sa_handler = SIG_DFL;
-        ::sigaction(SIGTERM, &sa, nullptr);
-        ::sigaction(SIGINT, &sa, nullptr);
-    }
-}
+// The signal watcher (if any) ends with the drain and gives its lease back.
+server::~server() = default;
 
 void server::start() {
     if (st_->started) throw std::logic_error("smarm::http::server::start: already started");
@@ -316,37 +385,41 @@ socket_address server::local_address() const {
 }
 
 void server::stop(std::optional<std::chrono::nanoseconds> drain) {
-    if (!st_->started) return;
-    const bool first = !st_->stopping.exchange(true);
-    const auto budget = std::max(drain.value_or(st_->sh.cfg.drain_timeout),
+    stop_state(st_, drain);
+}
+
+void server::stop_state(const std::shared_ptr<state>& sp,
+                        std::optional<std::chrono::nanoseconds> drain) {
+    if (!sp->started) return;
+    const bool first = !sp->stopping.exchange(true);
+    const auto budget = std::max(drain.value_or(sp->sh.cfg.drain_timeout),
                                  std::chrono::nanoseconds::zero());
     // Idle keep-alive connections are lame ducks for the grace (see the
     // header comment); a second graceful stop skips it.
-    const auto grace = first ? std::min(st_->sh.cfg.drain_grace, budget)
+    const auto grace = first ? std::min(sp->sh.cfg.drain_grace, budget)
                              : std::chrono::nanoseconds::zero();
     if (first) {
         // Refuse new connections now, not when the listener actor next
         // runs: a shut-down listening socket leaves LISTEN at once (connects
         // are refused) and its parked accept fails, ending the actor.
         {
-            std::lock_guard g(st_->mu);
-            if (st_->listener_open) ::shutdown(st_->listener.native_handle(), SHUT_RDWR);
+            std::lock_guard g(sp->mu);
+            if (sp->listener_open) ::shutdown(sp->listener.native_handle(), SHUT_RDWR);
         }
-        request_stop(st_->listener_pid);
-        request_stop(st_->reaper_pid);  // the drain has its own idle limit
+        request_stop(sp->listener_pid);
+        request_stop(sp->reaper_pid);  // the drain has its own idle limit
         // drain_until before draining: a connection that sees draining
         // (seq_cst load) sees the end of the grace (connection.hpp).
-        st_->sh.drain_until.store((detail::deadline_in(grace)).time_since_epoch().count(),
+        sp->sh.drain_until.store((detail::deadline_in(grace)).time_since_epoch().count(),
                                   std::memory_order_relaxed);
-        st_->sh.draining.store(true, std::memory_order_seq_cst);
+        sp->sh.draining.store(true, std::memory_order_seq_cst);
     }
     if (budget == std::chrono::nanoseconds::zero())
-        st_->stop_connections(false);  // everything, now
+        sp->stop_connections(false);  // everything, now
     else if (grace == std::chrono::nanoseconds::zero())
-        st_->stop_connections(true);  // idle ones now; busy ones finish
+        sp->stop_connections(true);  // idle ones now; busy ones finish
     if (!first && budget > std::chrono::nanoseconds::zero()) return;
-    auto st = st_;
-    spawn([st, budget, grace] {
+    spawn([st = sp, budget, grace] {
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
         auto drained = [&] { return st->sh.active.load(std::memory_order_relaxed) == 0; };
@@ -378,34 +451,25 @@ void server::wait() {
 void server::stop_on_signals() {
     if (!st_->started) throw std::logic_error("smarm::http::server::stop_on_signals: not started");
     if (st_->signal_pid.valid()) return;
-    if (g_signal_pipe[0] < 0) {
-        if (::pipe2(g_signal_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
-            throw std::system_error(errno, std::generic_category(),
-                                    "smarm::http::server::stop_on_signals: pipe2");
-    }
-    struct sigaction sa {};
-    sa.sa_handler = on_shutdown_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
+    auto lease = std::make_shared<signal_lease>();
     auto st = st_;
-    server* self = this;
-    auto h = spawn([st, self] {
-        int seen = 0;
+    // Signals before this call are not this server's.
+    const int before = g_signal_count.load(std::memory_order_relaxed);
+    auto h = spawn([st, lease, before] {
+        int handled = 0;  // signals since `before` acted on
         for (;;) {
-            (void)wait_readable(g_signal_pipe[0]);
+            (void)wait_readable(lease->fd());
             char b[16];
-            while (::read(g_signal_pipe[0], b, sizeof b) > 0) {
+            while (::read(lease->fd(), b, sizeof b) > 0) {
             }
-            int n = g_signal_count.load(std::memory_order_relaxed);
-            if (n > seen) {
+            const int n = g_signal_count.load(std::memory_order_relaxed) - before;
+            if (n > handled) {
                 spdlog::info("http: {} received, {}", n == 1 ? "shutdown signal" : "second signal",
                              n == 1 ? "draining" : "stopping now");
-                self->stop(n == 1 ? std::nullopt
-                                  : std::optional<std::chrono::nanoseconds>(
-                                        std::chrono::nanoseconds::zero()));
-                seen = n;
+                stop_state(st, n == 1 ? std::nullopt
+                                      : std::optional<std::chrono::nanoseconds>(
+                                            std::chrono::nanoseconds::zero()));
+                handled = n;
                 if (n >= 2) return;
             }
         }

@@ -176,6 +176,10 @@ class server {
     const server_config& config() const noexcept;
 
     struct state;  // shared with the listener and the connection actors
+    /// stop() on the shared state (the signal watcher outlives no state,
+    /// but may outlive the server object).
+    static void stop_state(const std::shared_ptr<state>& st,
+                           std::optional<std::chrono::nanoseconds> drain);
 
   private:
     std::shared_ptr<state> st_;

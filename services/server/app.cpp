@@ -211,7 +211,32 @@ struct application::state : std::enable_shared_from_this<application::state> {
             metrics.add_route(r);
             add_debug_routes(r);
         }
+        if (l == listener::admin && s.http.test_routes)
+            r.post("/test/stop/{what}", [this](http::request& q) { return stop_for_test(q); });
         return r;
+    }
+
+    /// POST /test/stop/{kv,worker,http}: request_stop the kv server, the
+    /// first worker, or the public listener child, so that chaos tests can
+    /// watch the tree restart it (202 with the pid; 404 when none runs).
+    http::response stop_for_test(const http::request& q) {
+        const std::string what(q.param("what").value_or(""));
+        std::optional<pid> victim;
+        if (what == "kv") {
+            victim = whereis(kv_name);
+        } else if (what == "worker") {
+            auto ws = members(workers_group);
+            if (!ws.empty()) victim = ws.front();
+        } else if (what == "http") {
+            for (auto& [id, p] : which_children(top))
+                if (id == "http") victim = p;
+        } else {
+            return http::response(http::status::bad_request,
+                                  "POST /test/stop/{kv,worker,http}: unknown \"" + what + "\"\n");
+        }
+        if (!victim || !request_stop(*victim))
+            return http::response(http::status::not_found, what + ": not running\n");
+        return http::response(http::status::accepted, what + " " + victim->to_string() + "\n");
     }
 
     std::optional<std::string> not_ready() const {

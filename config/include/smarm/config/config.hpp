@@ -49,7 +49,7 @@ struct http_settings {
     std::chrono::nanoseconds defer_accept{0};  ///< TCP_DEFER_ACCEPT; 0 = off
     bool access_log = false;
     std::string access_log_file;
-    bool test_routes = false;     ///< GET /test/throw (tests of failure handling only)
+    bool test_routes = false;  ///< /test/throw, admin /test/stop/* (failure tests only)
     std::string tls_certificate;  ///< both set: TLS on
     std::string tls_private_key;
 };

@@ -302,8 +302,10 @@ void drive(run_state& rs, conn_stats& cs, std::size_t index) {
                 break;
             }
             if (n == 0) {  // the peer closed: complete only if the body ran to EOF
-                p.put_eof(ec);
-                if (!ec && p.is_done()) {
+                // Nothing at all is a lost request: Beast's put_eof would
+                // complete an empty message (status 0) without a byte.
+                if (p.got_some()) p.put_eof(ec);
+                if (p.got_some() && !ec && p.is_done()) {
                     ok = true;
                     s.close();
                 } else {

@@ -316,6 +316,9 @@ TEST(LoadRun, BodyToEofChunkedAndTruncatedResponses) {
              true},
             {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", true, false},
             {"garbage\r\n\r\n", true, false},
+            // Closed before any byte of an answer: a lost request, not a
+            // response (Beast's put_eof completes an empty message).
+            {"", true, false},
         };
         for (const auto& c : cases) {
             auto l = smarm::tcp_listener::bind("127.0.0.1", 0);

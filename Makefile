@@ -7,6 +7,7 @@
 #   make compare    smarm-server vs nginx vs Go under smarm-load (loadtest/compare)
 #   make image      the container image (docker, else podman/buildah)
 #   make test-image build it, run it, probe /healthz and /metrics
+#   make soak       kv 90/10 at 80% of peak for DURATION (default 1h)
 
 BUILD      ?= build/release
 JOBS       ?= $(shell nproc)
@@ -21,7 +22,7 @@ BENCH_PACKAGES := golang-go strace nginx-light wrk
 # prometheus scrapes the running image as compose's Prometheus would).
 IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc prometheus
 
-.PHONY: all deps configure build run test test-tsan test-asan bench compare fuzz image test-image clean
+.PHONY: all deps configure build run test test-tsan test-asan bench compare fuzz image test-image soak clean
 
 all: build
 
@@ -71,6 +72,12 @@ image:
 test-image:
 	@./scripts/install-deps.sh $(IMAGE_PACKAGES)
 	@./scripts/image.sh test
+
+# The reliability soak (tests/reliability/soak_test.py); ctest runs 60 s.
+DURATION ?= 1h
+soak: build
+	@python3 tests/reliability/soak_test.py $(BUILD)/services/smarm-server config/smarm.yaml \
+	  $(BUILD)/loadtest/load/smarm-load --duration $(DURATION) --samples $(BUILD)/soak.csv
 
 clean:
 	@rm -rf build

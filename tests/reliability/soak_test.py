@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Soak (issue 27): the kv 90/10 scenario at 80% of the measured peak for a
+long time, with group commit; memory and fds stay flat, nothing fails, and
+every acknowledged write survives a kill -9 at the end.
+
+1. Peak: smarm-load closed loop (16 connections, kv-90-10) for a few
+   seconds after a warm-up.
+2. Soak: smarm-load open loop at 80% of that rate for --duration, plus a
+   writer of its own (PUTs of versioned values over 500 keys, one at a
+   time, each answer recorded). RSS and the fd count of the server are
+   sampled every --interval seconds.
+3. Checks: zero smarm-load errors and only 200/201/204/404; zero writer
+   failures; after the warm-up (the first 20% of the run, at least 20 s)
+   the largest RSS sample is within 5% of the smallest and the fd count
+   does not grow. Then the writer stops, smarm-server is killed (-9) under
+   the load, restarted, and every key must hold its last acknowledged value.
+
+make soak DURATION=1h runs it for an hour; ctest runs it for 60 s. The
+samples are printed (and written to --samples as CSV when given).
+
+Usage: soak_test.py SMARM_SERVER CONFIG SMARM_LOAD [--duration 60s]
+       [--interval 10] [--samples FILE]
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rel  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCENARIO = f"{ROOT}/loadtest/scenarios/kv-90-10.yaml"
+DOCUMENTED = {"200", "201", "204", "404"}
+FLAT = 0.05
+
+
+def seconds_of(text):
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip()
+    if t and t[-1] in units:
+        return float(t[:-1]) * units[t[-1]]
+    return float(t)
+
+
+def run_load(binary, port, args, seconds):
+    fd, out = tempfile.mkstemp(prefix="smarm-soak-", suffix=".json")
+    os.close(fd)
+    p = subprocess.Popen([binary, f"http://127.0.0.1:{port}/", "-s", SCENARIO, "-t", "1",
+                          "-c", "16", "-d", f"{int(seconds)}s", "--timeout", "5s", "-q",
+                          "--json", out, *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return p, out
+
+
+def report_of(p, out, timeout):
+    _, err = p.communicate(timeout=timeout)
+    rel.check(p.returncode == 0, f"smarm-load exited {p.returncode}: {err.decode()[-500:]}")
+    with open(out) as f:
+        r = json.load(f)
+    os.unlink(out)
+    return r
+
+
+class Writer(threading.Thread):
+    """PUTs `soak-{i % 500}` with a fresh value each time; `acked` holds the
+    last value each key was acknowledged with."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port = port
+        self.stop = threading.Event()
+        self.acked = {}
+        self.failures = []
+        self.count = 0
+
+    def run(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        i = 0
+        while not self.stop.is_set():
+            key = f"soak-{i % 500}"
+            value = f"{key}-v{i}"
+            try:
+                c.request("PUT", f"/kv/{key}", body=value)
+                r = c.getresponse()
+                body = r.read()
+            except (OSError, http.client.HTTPException) as e:
+                self.failures.append(f"PUT {key}: {e!r}")
+                return
+            if r.status in (201, 204):
+                self.acked[key] = value
+                self.count += 1
+            else:
+                self.failures.append(f"PUT {key}: {r.status} {body[:80]!r}")
+                return
+            i += 1
+            time.sleep(0.005)
+        c.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("server")
+    ap.add_argument("config")
+    ap.add_argument("load")
+    ap.add_argument("--duration", default="60s")
+    ap.add_argument("--interval", type=float, default=10)
+    ap.add_argument("--samples")
+    a = ap.parse_args()
+    duration = seconds_of(a.duration)
+    rel.check(duration >= 30, f"--duration {a.duration}: at least 30s (a warm-up and samples)")
+    warmup = max(20.0, 0.2 * duration)
+    tmp = tempfile.mkdtemp(prefix="smarm-soak-")
+    try:
+        args = [f"--kv.log_path={tmp}/kv.log", "--kv.sync=group", "--runtime.schedulers=2"]
+        srv = rel.start(a.server, a.config, args)
+        rel.wait_kv(srv.port)
+
+        peak_r = report_of(*run_load(a.load, srv.port, ["-w", "2s"], 5), 60)
+        rel.check(peak_r["error_total"] == 0, f"peak run: errors {peak_r['errors']}")
+        peak = peak_r["rate"]
+        rate = 0.8 * peak
+        print(f"peak {peak:.0f} req/s (closed loop, 16 connections); soak at {rate:.0f} req/s "
+              f"for {duration:.0f} s, warm-up {warmup:.0f} s", flush=True)
+
+        writer = Writer(srv.port)
+        load = run_load(a.load, srv.port, ["-R", f"{rate:.0f}"], duration)
+        writer.start()
+        samples = []  # (t, rss KiB, fds)
+        t0 = time.monotonic()
+        while load[0].poll() is None and time.monotonic() - t0 < duration + 30:
+            t = time.monotonic() - t0
+            if t > duration:
+                break
+            samples.append((t, srv.rss_kib(), srv.fds()))
+            print(f"  t={t:6.0f}s rss={samples[-1][1]} KiB fds={samples[-1][2]}", flush=True)
+            time.sleep(max(0.0, a.interval - (time.monotonic() - t0 - t)))
+        r = report_of(*load, duration + 120)
+        writer.stop.set()
+        writer.join(30)
+        if a.samples:
+            with open(a.samples, "w") as f:
+                f.write("t_s,rss_kib,fds\n")
+                for t, rss, fds in samples:
+                    f.write(f"{t:.1f},{rss},{fds}\n")
+
+        rel.check(r["error_total"] == 0, f"soak: smarm-load errors {r['errors']}")
+        odd = {s: n for s, n in r["statuses"].items() if s not in DOCUMENTED}
+        rel.check(not odd, f"soak: undocumented statuses {odd} (of {r['statuses']})")
+        rel.check(not writer.failures, f"soak writer: {writer.failures[:5]}")
+        rel.check(writer.count > 0, "the soak writer wrote nothing")
+        steady = [s for s in samples if s[0] >= warmup]
+        rel.check(len(steady) >= 2, f"only {len(steady)} samples after the warm-up")
+        lo = min(s[1] for s in steady)
+        hi = max(s[1] for s in steady)
+        growth = hi / lo - 1
+        rel.check(growth <= FLAT, f"RSS after the warm-up grew {growth:.1%} ({lo} -> {hi} KiB; "
+                  f"bound {FLAT:.0%})")
+        fd0 = steady[0][2]
+        fdmax = max(s[2] for s in steady)
+        rel.check(fdmax <= fd0 + 2, f"fds grew after the warm-up: {fd0} -> {fdmax}")
+        print(f"ok: {r['requests']} requests at {rate:.0f} req/s, statuses {r['statuses']}, "
+              f"no error; writer {writer.count} acknowledged; RSS {lo}..{hi} KiB "
+              f"({growth:.1%}) over {len(steady)} samples after warm-up; fds {fd0}..{fdmax}",
+              flush=True)
+
+        # kill -9 under load, then every acknowledged write must be there.
+        tail = run_load(a.load, srv.port, [], 30)
+        time.sleep(1)
+        srv.kill()
+        tail[0].kill()
+        tail[0].wait()
+        os.unlink(tail[1])
+        srv = rel.start(a.server, a.config, args)
+        rel.wait_kv(srv.port)
+        try:
+            bad = []
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
+            for key, value in writer.acked.items():
+                c.request("GET", f"/kv/{key}")
+                resp = c.getresponse()
+                got = resp.read().decode()
+                if resp.status != 200 or got != value:
+                    bad.append(f"{key}: {resp.status} {got[:40]!r}, acknowledged {value!r}")
+            c.close()
+            rel.check(not bad, f"{len(bad)} of {len(writer.acked)} acknowledged writes lost "
+                      "after kill -9:\n  " + "\n  ".join(bad[:20]))
+            print(f"ok: all {len(writer.acked)} keys hold their last acknowledged value "
+                  "after kill -9", flush=True)
+        finally:
+            srv.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

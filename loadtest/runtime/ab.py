@@ -8,8 +8,8 @@ Runs A then B, `--pairs` times, each a fresh process running the one
 benchmark, and prints both sides' values and the median (min..max) of the
 per-pair ratios B/A. Absolute times on these shared machines move by tens of
 percent within seconds; the ratio of two runs made back to back is far
-steadier, so a runtime change is judged by it (docs/HACKING.md, performance
-notes). Build B in a second tree, e.g.
+steadier, so a runtime change is judged by it (docs/perf-log.md, "Where the time
+goes"). Build B in a second tree, e.g.
 `git worktree add ../exp && cmake -S ../exp -B ../exp/build -DCMAKE_BUILD_TYPE=Release`.
 Nothing else may run meanwhile (no build). Exit status 0 whatever the numbers.
 """

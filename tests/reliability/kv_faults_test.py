@@ -35,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rel  # noqa: E402
 
-ABSENT = None
+ABSENT = rel.ABSENT
 
 
 class Writer(threading.Thread):
@@ -184,11 +184,7 @@ def main():
         srv.kill()  # kill -9: only what the log holds comes back
         text = srv.text()
 
-        injected = collections.Counter()
-        if os.path.exists(fault_log):
-            for line in open(fault_log):
-                op, target, effect = line.split()
-                injected[f"{op}:{effect}"] += 1
+        injected = rel.injected_faults(fault_log)
         statuses = collections.Counter()
         for w in writers:
             statuses.update(w.statuses)
@@ -211,22 +207,8 @@ def main():
         srv = rel.start(a.server, a.config, args)
         rel.wait_kv(srv.port)
         try:
-            bad = []
-            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
-            checked = 0
-            for w in writers:
-                for key, possible in w.possible.items():
-                    c.request("GET", f"/kv/{key}")
-                    r = c.getresponse()
-                    body = r.read().decode()
-                    got = body if r.status == 200 else ABSENT if r.status == 404 else f"<{r.status}>"
-                    checked += 1
-                    if got not in possible:
-                        want = sorted(str(v)[:40] for v in possible)
-                        bad.append(f"{key}: found {str(got)[:40]!r}, expected one of {want}")
-            c.close()
-            rel.check(not bad, f"{len(bad)} of {checked} keys wrong after the restart:\n  " +
-                      "\n  ".join(bad[:20]))
+            checked = rel.check_kv(srv.port, {key: possible for w in writers
+                                              for key, possible in w.possible.items()})
             print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
         finally:
             srv.stop()

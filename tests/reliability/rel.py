@@ -4,7 +4,9 @@ the fault shim), talking HTTP to it, and reading its RSS and fds from /proc.
 Every test here runs the real smarm-server binary on loopback with port 0
 (the log line gives the bound ports), so tests run in parallel.
 """
+import collections
 import http.client
+import json
 import os
 import re
 import resource
@@ -166,6 +168,80 @@ def read_until_close(s, timeout):
 def status_of(response_bytes):
     m = re.match(rb"HTTP/1\.[01] (\d{3})", response_bytes)
     return int(m.group(1)) if m else None
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# What smarm-server's routes may answer (a kv call that timed out: 504).
+DOCUMENTED = {"200", "201", "204", "404", "503", "504"}
+ABSENT = None  # a key that must not (or may not) be stored
+
+
+def load(binary, port, path, args, seconds, timeout="5s"):
+    """Starts smarm-load at 127.0.0.1:port (one thread, quiet, a JSON
+    report) for `seconds`; `args` adds options (-c, -s SCENARIO, -R, ...).
+    Returns the run for load_report()."""
+    fd, out = tempfile.mkstemp(prefix="smarm-rel-load-", suffix=".json")
+    os.close(fd)
+    p = subprocess.Popen([binary, f"http://127.0.0.1:{port}{path}", "-t", "1",
+                          "-d", f"{int(seconds)}s", "--timeout", timeout, "-q", "--json", out,
+                          *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return p, out
+
+
+def scenario(name):
+    return ["-s", f"{ROOT}/loadtest/scenarios/{name}"]
+
+
+def load_report(run, timeout=120):
+    """Waits for a load() run to end; fails unless it exited 0; its report."""
+    p, out = run
+    _, err = p.communicate(timeout=timeout)
+    check(p.returncode == 0, f"smarm-load exited {p.returncode}: {err.decode()[-500:]}")
+    with open(out) as f:
+        r = json.load(f)
+    os.unlink(out)
+    return r
+
+
+def check_statuses(name, r, allowed=DOCUMENTED):
+    """Fails unless a load report has answers and only `allowed` statuses."""
+    odd = {s: n for s, n in r["statuses"].items() if s not in allowed}
+    check(not odd, f"{name}: undocumented statuses {odd} (of {r['statuses']})")
+    check(r["statuses"].get("200", 0) > 0, f"{name}: nothing served: {r['statuses']}")
+
+
+def check_kv(port, expected, after="after the restart"):
+    """GETs every key of `expected` (key -> the set of values it may hold,
+    ABSENT for not stored) and fails naming the ones that hold anything
+    else. Returns how many were checked."""
+    bad = []
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        for key, possible in expected.items():
+            c.request("GET", f"/kv/{key}")
+            r = c.getresponse()
+            body = r.read().decode()
+            got = body if r.status == 200 else ABSENT if r.status == 404 else f"<{r.status}>"
+            if got not in possible:
+                want = sorted(str(v)[:40] for v in possible)
+                bad.append(f"{key}: found {str(got)[:40]!r}, expected one of {want}")
+    finally:
+        c.close()
+    check(not bad, f"{len(bad)} of {len(expected)} keys wrong {after}:\n  " +
+          "\n  ".join(bad[:20]))
+    return len(expected)
+
+
+def injected_faults(fault_log):
+    """What the fault shim injected (SMARM_FAULT_LOG): "op:effect" -> count."""
+    counts = collections.Counter()
+    if os.path.exists(fault_log):
+        with open(fault_log) as f:
+            for line in f:
+                op, _target, effect = line.split()
+                counts[f"{op}:{effect}"] += 1
+    return counts
 
 
 def fail(msg):

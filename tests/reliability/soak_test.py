@@ -23,10 +23,8 @@ Usage: soak_test.py SMARM_SERVER CONFIG SMARM_LOAD [--duration 60s]
 """
 import argparse
 import http.client
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,9 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rel  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCENARIO = f"{ROOT}/loadtest/scenarios/kv-90-10.yaml"
-DOCUMENTED = {"200", "201", "204", "404"}
+KV = ["-c", "16", *rel.scenario("kv-90-10.yaml")]
 FLAT = 0.05
 
 
@@ -47,25 +43,6 @@ def seconds_of(text):
     if t and t[-1] in units:
         return float(t[:-1]) * units[t[-1]]
     return float(t)
-
-
-def run_load(binary, port, args, seconds):
-    fd, out = tempfile.mkstemp(prefix="smarm-soak-", suffix=".json")
-    os.close(fd)
-    p = subprocess.Popen([binary, f"http://127.0.0.1:{port}/", "-s", SCENARIO, "-t", "1",
-                          "-c", "16", "-d", f"{int(seconds)}s", "--timeout", "5s", "-q",
-                          "--json", out, *args],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return p, out
-
-
-def report_of(p, out, timeout):
-    _, err = p.communicate(timeout=timeout)
-    rel.check(p.returncode == 0, f"smarm-load exited {p.returncode}: {err.decode()[-500:]}")
-    with open(out) as f:
-        r = json.load(f)
-    os.unlink(out)
-    return r
 
 
 class Writer(threading.Thread):
@@ -122,7 +99,7 @@ def main():
         srv = rel.start(a.server, a.config, args)
         rel.wait_kv(srv.port)
 
-        peak_r = report_of(*run_load(a.load, srv.port, ["-w", "2s"], 5), 60)
+        peak_r = rel.load_report(rel.load(a.load, srv.port, "/", [*KV, "-w", "2s"], 5), 60)
         rel.check(peak_r["error_total"] == 0, f"peak run: errors {peak_r['errors']}")
         peak = peak_r["rate"]
         rate = 0.8 * peak
@@ -130,18 +107,15 @@ def main():
               f"for {duration:.0f} s, warm-up {warmup:.0f} s", flush=True)
 
         writer = Writer(srv.port)
-        load = run_load(a.load, srv.port, ["-R", f"{rate:.0f}"], duration)
+        load = rel.load(a.load, srv.port, "/", [*KV, "-R", f"{rate:.0f}"], duration)
         writer.start()
         samples = []  # (t, rss KiB, fds)
         t0 = time.monotonic()
-        while load[0].poll() is None and time.monotonic() - t0 < duration + 30:
-            t = time.monotonic() - t0
-            if t > duration:
-                break
+        while load[0].poll() is None and (t := time.monotonic() - t0) <= duration:
             samples.append((t, srv.rss_kib(), srv.fds()))
             print(f"  t={t:6.0f}s rss={samples[-1][1]} KiB fds={samples[-1][2]}", flush=True)
             time.sleep(max(0.0, a.interval - (time.monotonic() - t0 - t)))
-        r = report_of(*load, duration + 120)
+        r = rel.load_report(load, duration + 120)
         writer.stop.set()
         writer.join(30)
         if a.samples:
@@ -151,8 +125,7 @@ def main():
                     f.write(f"{t:.1f},{rss},{fds}\n")
 
         rel.check(r["error_total"] == 0, f"soak: smarm-load errors {r['errors']}")
-        odd = {s: n for s, n in r["statuses"].items() if s not in DOCUMENTED}
-        rel.check(not odd, f"soak: undocumented statuses {odd} (of {r['statuses']})")
+        rel.check_statuses("soak", r, {"200", "201", "204", "404"})
         rel.check(not writer.failures, f"soak writer: {writer.failures[:5]}")
         rel.check(writer.count > 0, "the soak writer wrote nothing")
         steady = [s for s in samples if s[0] >= warmup]
@@ -171,7 +144,7 @@ def main():
               flush=True)
 
         # kill -9 under load, then every acknowledged write must be there.
-        tail = run_load(a.load, srv.port, [], 30)
+        tail = rel.load(a.load, srv.port, "/", KV, 30)
         time.sleep(1)
         srv.kill()
         tail[0].kill()
@@ -180,17 +153,8 @@ def main():
         srv = rel.start(a.server, a.config, args)
         rel.wait_kv(srv.port)
         try:
-            bad = []
-            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
-            for key, value in writer.acked.items():
-                c.request("GET", f"/kv/{key}")
-                resp = c.getresponse()
-                got = resp.read().decode()
-                if resp.status != 200 or got != value:
-                    bad.append(f"{key}: {resp.status} {got[:40]!r}, acknowledged {value!r}")
-            c.close()
-            rel.check(not bad, f"{len(bad)} of {len(writer.acked)} acknowledged writes lost "
-                      "after kill -9:\n  " + "\n  ".join(bad[:20]))
+            rel.check_kv(srv.port, {key: {value} for key, value in writer.acked.items()},
+                         "after kill -9 (acknowledged writes lost)")
             print(f"ok: all {len(writer.acked)} keys hold their last acknowledged value "
                   "after kill -9", flush=True)
         finally:

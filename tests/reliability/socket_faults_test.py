@@ -25,13 +25,10 @@ smarm-server runs under the fault shim (fault_shim.c) with a kv log
 Usage: socket_faults_test.py SMARM_SERVER CONFIG FAULT_SHIM SMARM_LOAD [--seed N]
 """
 import argparse
-import collections
 import http.client
-import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,9 +37,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rel  # noqa: E402
 from kv_faults_test import ABSENT, Writer  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOCUMENTED = {"200", "201", "204", "404", "503", "504"}
+from rel import check_statuses, load, load_report, scenario  # noqa: E402
 
 
 class ResettingWriter(Writer):
@@ -77,52 +72,17 @@ class ResettingWriter(Writer):
         c.close()
 
 
-def load(binary, port, target, conns, seconds, scenario=None):
-    fd, out = tempfile.mkstemp(prefix="smarm-sockfaults-", suffix=".json")
-    os.close(fd)
-    cmd = [binary, f"http://127.0.0.1:{port}{target}", "-c", str(conns), "-t", "1",
-           "-d", f"{seconds}s", "--timeout", "5s", "-q", "--json", out]
-    if scenario:
-        cmd += ["-s", f"{ROOT}/loadtest/scenarios/{scenario}"]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), out
-
-
-def report_of(p, out):
-    _, err = p.communicate(timeout=120)
-    rel.check(p.returncode == 0, f"smarm-load exited {p.returncode}: {err.decode()[-500:]}")
-    with open(out) as f:
-        r = json.load(f)
-    os.unlink(out)
-    return r
-
-
-def injected(fault_log):
-    counts = collections.Counter()
-    if os.path.exists(fault_log):
-        with open(fault_log) as f:
-            for line in f:
-                op, _target, effect = line.split()
-                counts[f"{op}:{effect}"] += 1
-    return counts
-
-
 def set_rules(control, rules):
     with open(control, "w") as f:
         f.write("\n".join(rules) + "\n" if rules else "")
     time.sleep(0.1)  # the shim polls every 10 ms
 
 
-def check_statuses(name, r):
-    odd = {s: n for s, n in r["statuses"].items() if s not in DOCUMENTED}
-    rel.check(not odd, f"{name}: undocumented statuses {odd} (of {r['statuses']})")
-    rel.check(r["statuses"].get("200", 0) > 0, f"{name}: nothing served: {r['statuses']}")
-
-
 def transparent_phase(srv, a, control, fault_log):
     set_rules(control, ["recv:sock:EINTR:0.3", "send:sock:EINTR:0.3", "send:sock:short:0.3",
                         "accept:*:EINTR:0.3"])
-    plain = load(a.load, srv.port, "/plaintext", 8, 3)
-    kv = load(a.load, srv.port, "/", 8, 3, "kv-90-10.yaml")
+    plain = load(a.load, srv.port, "/plaintext", ["-c", "8"], 3)
+    kv = load(a.load, srv.port, "/", ["-c", "8", *scenario("kv-90-10.yaml")], 3)
     fresh = 0
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
@@ -130,12 +90,12 @@ def transparent_phase(srv, a, control, fault_log):
         rel.check(status == 200 and body == b"Hello, World!",
                   f"a fresh connection under EINTR got {status} {body[:60]!r}")
         fresh += 1
-    reports = {"plaintext": report_of(*plain), "kv": report_of(*kv)}
+    reports = {"plaintext": load_report(plain), "kv": load_report(kv)}
     set_rules(control, [])
     for name, r in reports.items():
         rel.check(r["error_total"] == 0, f"{name} under EINTR/short sends: errors {r['errors']}")
         check_statuses(name, r)
-    got = injected(fault_log)
+    got = rel.injected_faults(fault_log)
     for need in ("recv:EINTR", "send:EINTR", "send:short", "accept:EINTR"):
         rel.check(got[need] > 0, f"the rule {need} never fired ({dict(got)})")
     print(f"ok: transparent: {dict(got)}; {fresh} fresh connections; "
@@ -150,21 +110,21 @@ def reset_phase(srv, a, control, fault_log, before, rnd):
     writers = [ResettingWriter(srv.port, w, random.Random(rnd.random()), stop, errors)
                for w in range(4)]
     set_rules(control, ["recv:sock:ECONNRESET:0.02", "send:sock:ECONNRESET:0.02"])
-    plain = load(a.load, srv.port, "/plaintext", 8, 4)
+    plain = load(a.load, srv.port, "/plaintext", ["-c", "8"], 4)
     for w in writers:
         w.start()
     time.sleep(4)
     stop.set()
     for w in writers:
         w.join(30)
-    r = report_of(*plain)
+    r = load_report(plain)
     set_rules(control, [])
     rel.check(srv.alive(), "the server died under connection resets")
     rel.check(not errors, "writers under resets:\n  " + "\n  ".join(errors[:20]))
     bad = {k: v for k, v in r["errors"].items() if k in ("timeout", "connect") and v}
     rel.check(not bad, f"/plaintext under resets: {bad} (a forgotten or refused connection)")
     check_statuses("plaintext under resets", r)
-    got = injected(fault_log) - before
+    got = rel.injected_faults(fault_log) - before
     for need in ("recv:ECONNRESET", "send:ECONNRESET"):
         rel.check(got[need] > 0, f"the rule {need} never fired ({dict(got)})")
     lost = sum(w.lost for w in writers)
@@ -223,8 +183,7 @@ def main():
         before = transparent_phase(srv, a, control, fault_log)
         writers = reset_phase(srv, a, control, fault_log, before, rnd)
         active, fds = settle(srv, base_fds)
-        clean = load(a.load, srv.port, "/plaintext", 8, 2)
-        r = report_of(*clean)
+        r = load_report(load(a.load, srv.port, "/plaintext", ["-c", "8"], 2))
         rel.check(r["error_total"] == 0, f"after the faults: errors {r['errors']}")
         check_statuses("plaintext after the faults", r)
         after = Writer(srv.port, 9, random.Random(a.seed), threading.Event(), [])
@@ -243,23 +202,9 @@ def main():
         srv = rel.start(a.server, a.config, args)
         rel.wait_kv(srv.port)
         try:
-            bad = []
-            checked = 0
-            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
-            for w in writers:
-                for key, possible in w.possible.items():
-                    c.request("GET", f"/kv/{key}")
-                    resp = c.getresponse()
-                    body = resp.read().decode()
-                    got = (body if resp.status == 200 else
-                           ABSENT if resp.status == 404 else f"<{resp.status}>")
-                    checked += 1
-                    if got not in possible:
-                        want = sorted(str(v)[:40] for v in possible)
-                        bad.append(f"{key}: found {str(got)[:40]!r}, expected one of {want}")
-            c.close()
-            rel.check(not bad, f"{len(bad)} of {checked} keys wrong after kill -9:\n  " +
-                      "\n  ".join(bad[:20]))
+            checked = rel.check_kv(srv.port, {key: possible for w in writers
+                                              for key, possible in w.possible.items()},
+                                   "after kill -9")
             print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
         finally:
             srv.stop()

@@ -167,7 +167,10 @@ class server {
     /// connection actor has ended.
     void wait();
     /// Installs SIGTERM/SIGINT handling: first signal -> stop(), second ->
-    /// stop(0). The handlers stay until the server is destroyed.
+    /// stop(0). Several servers may watch at once (a restarted listener
+    /// beside its draining predecessor): a signal reaches each. The
+    /// handlers stay while any watching server has not finished its drain,
+    /// then the defaults come back.
     void stop_on_signals();
 
     server_stats stats() const noexcept;
@@ -176,12 +179,13 @@ class server {
     const server_config& config() const noexcept;
 
     struct state;  // shared with the listener and the connection actors
-    /// stop() on the shared state (the signal watcher outlives no state,
-    /// but may outlive the server object).
+
+  private:
+    /// stop() on the shared state: the signal watcher holds the state, not
+    /// the server object, which may be gone before the signal comes.
     static void stop_state(const std::shared_ptr<state>& st,
                            std::optional<std::chrono::nanoseconds> drain);
 
-  private:
     std::shared_ptr<state> st_;
 };
 

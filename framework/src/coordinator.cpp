@@ -159,7 +159,7 @@ void coordinator::timer_inserted(clock::time_point deadline) noexcept {
 
 void coordinator::note_deadline(clock::time_point deadline) noexcept {
     std::uint64_t n = nanos(deadline);
-    // Plain compare+store is enough: writers are serialized by the timers mutex.
+    // Plain compare+store is enough: writers are serialized by the timer_service lock.
     if (n < next_deadline_.load(std::memory_order_relaxed))
         next_deadline_.store(n, std::memory_order_release);
     timer_inserted(deadline);

@@ -22,11 +22,11 @@
 // Timekeeper: at most one parked scheduler holds the earliest timer deadline
 // and parks with that timeout; the others park indefinitely, so an expiry
 // wakes one thread, not a herd. Arm and the insert-side check are serialized
-// by the caller's timers mutex; an insert earlier than the armed deadline
+// by the caller's timer_service lock; an insert earlier than the armed deadline
 // unparks the holder so it re-peeks. Races are biased to over-wake (a spare
 // permit costs one empty pop; a missed wake would strand an actor).
 //
-// Earliest-deadline snapshot: maintained under the timers mutex, read with
+// Earliest-deadline snapshot: maintained under the timer_service lock, read with
 // one relaxed load on every scheduler loop iteration (the busy-path
 // due-check): under saturation nobody parks, so no timekeeper exists, yet
 // timers must fire. The clock is read only when a deadline exists.
@@ -117,7 +117,7 @@ class coordinator {
     /// Latest idle mask (an RMW read). Tests and introspection only.
     std::uint64_t idle_mask() noexcept { return idle_.fetch_or(0, std::memory_order_acq_rel); }
 
-    // ---- timekeeper (caller holds the timers mutex for arm and inserts) ----
+    // ---- timekeeper (caller holds the timer_service lock for arm and inserts) ----
     bool try_arm_timer(unsigned id, clock::time_point deadline) noexcept;
     void disarm_timer(unsigned id) noexcept;
     void timer_inserted(clock::time_point deadline) noexcept;
@@ -125,7 +125,7 @@ class coordinator {
         return tk_armed_.load(std::memory_order_relaxed);
     }
 
-    // ---- earliest-deadline snapshot (writes under the timers mutex) ----
+    // ---- earliest-deadline snapshot (writes under the timer_service lock) ----
     /// Record an inserted deadline (keeps the minimum) and run the
     /// timekeeper insert check.
     void note_deadline(clock::time_point deadline) noexcept;
@@ -164,10 +164,10 @@ class coordinator {
     unsigned awake_cap_;  // immutable
     std::unique_ptr<parker[]> parkers_;
     std::atomic<std::uint64_t> idle_{0};
-    // Written under the timers mutex; read lock-free by the insert wake path.
+    // Written under the timer_service lock; read lock-free by the insert wake path.
     std::atomic<std::uint64_t> tk_holder_{no_timekeeper};
     std::atomic<std::uint64_t> tk_armed_{no_deadline};
-    // Written under the timers mutex; read lock-free by every loop iteration.
+    // Written under the timer_service lock; read lock-free by every loop iteration.
     std::atomic<std::uint64_t> next_deadline_{no_deadline};
     clock::time_point origin_;  // immutable
 };

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "names.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm::introspect {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "names.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm::detail {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "names.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm {

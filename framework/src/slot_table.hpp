@@ -31,7 +31,7 @@
 namespace smarm::detail {
 
 /// Observation points between two clock reads for an actor not yet measured,
-/// and the most the adaptation allows (runtime.cpp, adapt_obs_period).
+/// and the most the adaptation allows (observe.cpp, adapt_obs_period).
 inline constexpr std::uint8_t obs_period_initial = 8;
 inline constexpr std::uint8_t obs_period_max = 64;
 
@@ -55,7 +55,7 @@ struct alignas(64) slot {
     bool pg_member = false;        ///< joined a process group (finalize evicts it)
     spinlock cold_mu;              ///< guards the cold part (below)
     /// Observation points between clock reads that suit this actor, learned
-    /// by the observation point (runtime.cpp, adapt_obs_period); a fresh
+    /// by the observation point (observe.cpp, adapt_obs_period); a fresh
     /// slice starts its count from here. Relaxed: it only steers when the
     /// clock is read, and a scheduler may raise it for an actor it ran
     /// earlier in a slice (scheduler::obs_capper).

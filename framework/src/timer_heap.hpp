@@ -11,7 +11,7 @@
 // Two kinds: `wake` (unpark_at(pid, epoch): sleeps and wait timeouts, inert
 // when the wait already ended) and `call` (a thunk: send_after).
 //
-// Thread safety: none; the runtime guards it with its timers mutex.
+// Thread safety: none; timer_service guards it with its lock.
 
 #include <smarm/pid.hpp>
 

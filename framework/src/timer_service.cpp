@@ -1,0 +1,219 @@
+// The timer service (timer_service.hpp): arming, deferred wakes, firing,
+// the timekeeper role; the timer hooks of detail/wait.hpp and smarm::sleep.
+
+#include "timer_service.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+
+#include "observe.hpp"
+#include "runtime_impl.hpp"
+#include "scheduler.hpp"
+#include "slot_table.hpp"
+
+namespace smarm::detail {
+
+clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    const auto now = clock::now();
+    const std::uint64_t t = ticks();
+    const auto since = std::chrono::nanoseconds(
+        t > at ? static_cast<std::int64_t>(static_cast<double>(t - at) / ticks_per_ns()) : 0);
+    const auto begun = now - since;
+    if (d >= clock::time_point::max() - begun) return clock::time_point::max();
+    return begun + d;
+}
+
+void timer_service::publish_locked() noexcept {
+    pending_.store(heap_.size(), std::memory_order_release);
+}
+
+std::uint64_t timer_service::arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch) {
+    std::lock_guard g(mu_);
+    const std::uint64_t id = heap_.insert_wake(deadline, p, epoch);
+    publish_locked();
+    coord_.note_deadline(deadline);
+    return id;
+}
+
+std::uint64_t timer_service::arm_call(clock::time_point deadline, unique_function fn) {
+    std::lock_guard g(mu_);
+    const std::uint64_t id = heap_.insert_call(deadline, std::move(fn));
+    publish_locked();
+    coord_.note_deadline(deadline);
+    return id;
+}
+
+bool timer_service::disarm(std::uint64_t id) noexcept {
+    std::lock_guard g(mu_);
+    const bool was = heap_.cancel(id);
+    if (was) {
+        publish_locked();
+        coord_.refresh_deadline(heap_.peek());
+    }
+    return was;
+}
+
+void timer_service::clear() noexcept {
+    std::lock_guard g(mu_);
+    heap_.clear();
+    publish_locked();
+    coord_.refresh_deadline(std::nullopt);
+}
+
+void timer_service::defer_wake(local& loc, slot& sl, std::uint32_t gen, std::uint32_t epoch,
+                               std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    auto& w = sl.dwake;
+    std::lock_guard g(w.mu);
+    w.epoch = epoch;
+    w.at = at;
+    w.timeout = d.count();
+    if (loc.deferred.size() < loc.deferred.capacity()) {
+        w.st = slot::deferred_wake::state::deferred;
+        loc.deferred.emplace_back(sl.index, gen);
+        return;
+    }
+    // The list is full (hundreds of timed waits began in one loop turn):
+    // arm now rather than allocate on the actor's stack. arm_wake throws
+    // only when the heap cannot grow; the wait then has no timer.
+    try {
+        w.id = arm_wake(deadline_after(at, d), pid{sl.index, gen}, epoch);
+        w.st = slot::deferred_wake::state::armed;
+    } catch (...) {
+        w.st = slot::deferred_wake::state::none;
+    }
+}
+
+void timer_service::end_deferred_wake(slot& sl) noexcept {
+    auto& w = sl.dwake;
+    std::uint64_t id = 0;
+    {
+        std::lock_guard g(w.mu);
+        if (w.st == slot::deferred_wake::state::armed) id = w.id;
+        w.st = slot::deferred_wake::state::none;
+    }
+    if (id != 0) disarm(id);
+}
+
+void timer_service::arm_deferred(local& loc) {
+    for (auto [idx, gen] : loc.deferred) {
+        slot& sl = *slots_.at(idx);
+        auto& w = sl.dwake;
+        std::lock_guard g(w.mu);
+        // A later wait of the same actor re-deferred: its own entry (here or
+        // on another scheduler) or this one arms it, whichever comes first.
+        if (w.st != slot::deferred_wake::state::deferred ||
+            state_word::gen_of(sl.word.load()) != gen)
+            continue;
+        w.id = arm_wake(deadline_after(w.at, std::chrono::nanoseconds(w.timeout)), pid{idx, gen},
+                        w.epoch);
+        w.st = slot::deferred_wake::state::armed;
+    }
+    loc.deferred.clear();
+}
+
+std::optional<clock::time_point> timer_service::claim_timekeeper(unsigned sched_id) noexcept {
+    std::lock_guard g(mu_);
+    auto d = heap_.peek();
+    if (d && coord_.try_arm_timer(sched_id, *d)) return d;
+    return std::nullopt;
+}
+
+void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
+    {
+        std::unique_lock lk(mu_, std::defer_lock);
+        if (try_only) {
+            if (!lk.try_lock()) return;
+        } else {
+            lk.lock();
+        }
+        heap_.pop_due(clock::now(), loc.fired);
+        publish_locked();
+        coord_.refresh_deadline(heap_.peek());
+    }
+    const std::size_t n = loc.fired.size();
+    loc.fires.store(loc.fires.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    const bool single = n == 1;
+    for (auto& f : loc.fired) {
+        if (f.call) {
+            try {
+                f.call();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "smarm: a timer callback threw: %s\n", e.what());
+            } catch (...) {
+                std::fprintf(stderr, "smarm: a timer callback threw a non-std exception\n");
+            }
+        } else {
+            rt_.unpark_at(f.target, f.epoch, single ? &s : nullptr);
+        }
+    }
+    loc.fired.clear();
+}
+
+}  // namespace smarm::detail
+
+// ---- the hooks of detail/wait.hpp ----
+
+namespace smarm::detail {
+
+std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch) {
+    return actor_scheduler("smarm timer").rt->timers().arm_wake(deadline, p, epoch);
+}
+
+std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {
+    runtime_impl* rt = active_runtime();
+    if (rt == nullptr) throw std::logic_error("smarm::send_after: no runtime is running");
+    return rt->timers().arm_call(deadline, std::move(fire));
+}
+
+void defer_wake(std::uint32_t epoch, std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    scheduler* s = current_scheduler();
+    s->rt->timers().defer_wake(s->timers, *s->current, s->current_gen, epoch, at, d);
+}
+
+void end_deferred_wake() noexcept {
+    scheduler* s = current_scheduler();
+    s->rt->timers().end_deferred_wake(*s->current);
+}
+
+bool disarm_timer(std::uint64_t id) noexcept {
+    runtime_impl* rt = active_runtime();
+    return rt != nullptr && rt->timers().disarm(id);
+}
+
+}  // namespace smarm::detail
+
+// ---- smarm::sleep (runtime.hpp) ----
+
+namespace smarm {
+
+void sleep_until(std::chrono::steady_clock::time_point deadline) {
+    auto [s, sl] = detail::actor_or_throw("smarm::sleep");
+    const pid me{sl->index, s->current_gen};
+    detail::timer_service& timers = s->rt->timers();  // the actor's runtime, wherever it runs
+    detail::observe_on(s);
+    while (detail::clock::now() < deadline) {
+        // The slot stays the actor's; only its scheduler may change.
+        std::uint32_t epoch = sl->word.begin_wait();
+        std::uint64_t id = timers.arm_wake(deadline, me, epoch);
+        try {
+            detail::park();
+        } catch (...) {
+            timers.disarm(id);
+            throw;
+        }
+        // Woken early only by a stop deferred under no_preempt: drop the
+        // old timer and wait again.
+        if (detail::clock::now() < deadline) timers.disarm(id);
+    }
+}
+
+void sleep(std::chrono::nanoseconds d) {
+    sleep_until(detail::clock::now() + d);
+}
+void sleep_wall(std::chrono::nanoseconds d) {
+    sleep(d);
+}
+
+}  // namespace smarm

@@ -204,14 +204,10 @@ def main():
         rel.check(counts["plaintext"] > 50, "the /plaintext reader barely ran")
 
         # Restart without the shim and compare every key.
-        srv = rel.start(a.server, a.config, args)
-        rel.wait_kv(srv.port)
-        try:
-            checked = rel.check_kv(srv.port, {key: possible for w in writers
-                                              for key, possible in w.possible.items()})
-            print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
-        finally:
-            srv.stop()
+        checked = rel.restart_and_check_kv(a.server, a.config, args,
+                                           {key: possible for w in writers
+                                            for key, possible in w.possible.items()})
+        print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -83,15 +83,10 @@ def main():
         print(f"{full_at} acknowledged before the disk filled, {len(refused)} refused, "
               f"{len(acked) - full_at} acknowledged after it was freed")
 
-        srv = rel.start(server, config, args)
-        rel.wait_kv(srv.port)
-        try:
-            expected = {key: {rel.ABSENT} for key in refused}
-            expected.update({key: {value} for key, value in acked.items()})
-            rel.check_kv(srv.port, expected)
-            print(f"ok: all {len(acked)} acknowledged writes survived; refused ones absent")
-        finally:
-            srv.stop()
+        expected = {key: {rel.ABSENT} for key in refused}
+        expected.update({key: {value} for key, value in acked.items()})
+        rel.restart_and_check_kv(server, config, args, expected)
+        print(f"ok: all {len(acked)} acknowledged writes survived; refused ones absent")
     finally:
         subprocess.run(["umount", mnt])
         shutil.rmtree(tmp, ignore_errors=True)

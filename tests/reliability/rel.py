@@ -233,6 +233,18 @@ def check_kv(port, expected, after="after the restart"):
     return len(expected)
 
 
+def restart_and_check_kv(binary, config, args, expected, after="after the restart"):
+    """Starts smarm-server again on the same data (no shim), checks every
+    key of `expected` (check_kv) and stops it. Returns how many were
+    checked."""
+    srv = start(binary, config, args)
+    try:
+        wait_kv(srv.port)
+        return check_kv(srv.port, expected, after)
+    finally:
+        srv.stop()
+
+
 def injected_faults(fault_log):
     """What the fault shim injected (SMARM_FAULT_LOG): "op:effect" -> count."""
     counts = collections.Counter()

@@ -150,15 +150,11 @@ def main():
         tail[0].kill()
         tail[0].wait()
         os.unlink(tail[1])
-        srv = rel.start(a.server, a.config, args)
-        rel.wait_kv(srv.port)
-        try:
-            rel.check_kv(srv.port, {key: {value} for key, value in writer.acked.items()},
-                         "after kill -9 (acknowledged writes lost)")
-            print(f"ok: all {len(writer.acked)} keys hold their last acknowledged value "
-                  "after kill -9", flush=True)
-        finally:
-            srv.stop()
+        rel.restart_and_check_kv(a.server, a.config, args,
+                                 {key: {value} for key, value in writer.acked.items()},
+                                 "after kill -9 (acknowledged writes lost)")
+        print(f"ok: all {len(writer.acked)} keys hold their last acknowledged value "
+              "after kill -9", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -199,15 +199,11 @@ def main():
               f"clean run {r['requests']} requests, no error", flush=True)
         srv.kill()
 
-        srv = rel.start(a.server, a.config, args)
-        rel.wait_kv(srv.port)
-        try:
-            checked = rel.check_kv(srv.port, {key: possible for w in writers
-                                              for key, possible in w.possible.items()},
-                                   "after kill -9")
-            print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
-        finally:
-            srv.stop()
+        checked = rel.restart_and_check_kv(a.server, a.config, args,
+                                           {key: possible for w in writers
+                                            for key, possible in w.possible.items()},
+                                           "after kill -9")
+        print(f"ok: {checked} keys as acknowledged after kill -9 and restart")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -183,9 +183,9 @@ class runtime_impl {
     std::uint64_t busy_poll_ticks_ = 0;  // immutable: busy-path netpoll period (20 us)
     slot_table slots_;
     // The shared queue, the coordinator's idle mask and live_ are written by
-    // every scheduler: each starts a cache line of its own, so neither
-    // shares a line with the other or with the immutable fields above
-    // (where they fell by accident, a sleep cost up to 8% more).
+    // every scheduler: each starts a cache line of its own, apart from each
+    // other and from the immutable fields above (a precaution: no
+    // benchmark moved measurably when they were aligned, docs/perf-log.md).
     alignas(64) run_queue queue_;
     alignas(64) coordinator coord_;
     stack_pool stacks_;

@@ -135,8 +135,9 @@ class timer_service {
     const std::uint64_t due_check_ticks_;
     // The lock's line is written by every scheduler that arms or fires; the
     // immutable part above is read on every loop turn (turn()): each has a
-    // line of its own (sharing one made a sleep 16% slower,
-    // BM_timer_churn_100k).
+    // line of its own (sharing one: BM_timer_churn_100k 1.165x the old
+    // build's ns per sleep; apart: 1.09x, the rest was sleep's calls,
+    // docs/perf-log.md).
     alignas(64) spinlock mu_;
     timer_heap heap_;  // guarded by mu_
     /// heap_.size(), written under mu_ with release (the verdict's acquire

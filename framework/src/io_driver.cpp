@@ -1,5 +1,6 @@
 #include "io_driver.hpp"
 
+#include <smarm/detail/assert.hpp>
 #include <smarm/detail/wait.hpp>
 #include <smarm/runtime.hpp>
 
@@ -34,7 +35,8 @@ std::uint64_t tag_of(const poll_desc* pd) noexcept {
 io_driver::io_driver(runtime_impl& rt, unsigned blocking_threads, bool persistent_sockets)
     : rt_(rt),
       persistent_(persistent_sockets),
-      chunks_(std::make_unique<std::atomic<poll_desc*>[]>(max_chunks)) {
+      chunks_(std::make_unique<std::atomic<poll_desc*>[]>(max_chunks)),
+      pool_(blocking_threads) {
     for (std::size_t i = 0; i < max_chunks; ++i)
         chunks_[i].store(nullptr, std::memory_order_relaxed);
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -53,12 +55,6 @@ io_driver::io_driver(runtime_impl& rt, unsigned blocking_threads, bool persisten
         pthread_setname_np(pthread_self(), "smarm-epoll");
         epoll_loop();
     });
-    for (unsigned i = 0; i < blocking_threads; ++i)
-        pool_.emplace_back([this, i] {
-            std::string name = "smarm-pool-" + std::to_string(i);
-            pthread_setname_np(pthread_self(), name.c_str());
-            pool_loop();
-        });
 }
 
 io_driver::~io_driver() {
@@ -69,13 +65,7 @@ io_driver::~io_driver() {
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(shutdown_fd_, &one, sizeof one);
     epoll_thread_.join();
-    {
-        std::lock_guard g(pool_mu_);
-        stopping_ = true;
-    }
-    pool_cv_.notify_all();
-    for (auto& t : pool_)
-        t.join();
+    pool_.stop();
     ::close(shutdown_fd_);
     ::close(epfd_);
     for (std::size_t i = 0; i < max_chunks; ++i)
@@ -127,6 +117,7 @@ poll_desc* io_driver::open(int fd, bool persistent) {
 }
 
 void io_driver::register_persistent(poll_desc* pd) {
+    SMARM_ASSERT(pd->mu.is_held());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.u64 = tag_of(pd);
@@ -165,6 +156,7 @@ void io_driver::close(poll_desc* pd, bool fd_closes_next) noexcept {
 }
 
 void io_driver::arm_oneshot(poll_desc* pd) {
+    SMARM_ASSERT(pd->mu.is_held());
     epoll_event ev{};
     ev.events = EPOLLONESHOT | EPOLLRDHUP;
     if (pd->waiter[0].valid()) ev.events |= EPOLLIN;
@@ -184,6 +176,7 @@ void io_driver::arm_oneshot(poll_desc* pd) {
 }
 
 void io_driver::clear_waiter(poll_desc* pd, int dir) noexcept {
+    SMARM_ASSERT(pd->mu.is_held());
     pd->waiter[dir] = pid{};
     rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
     // Oneshot: no registration may outlive the last wait on this fd.
@@ -365,28 +358,6 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
     for (std::size_t i = 0; i < woken; ++i)
         rt_.unpark_at(pid{wake[i].index, wake[i].generation}, wake[i].epoch, caller);
     return woken;
-}
-
-void io_driver::submit(unique_function job) {
-    {
-        std::lock_guard g(pool_mu_);
-        jobs_.push_back(std::move(job));
-    }
-    pool_cv_.notify_one();
-}
-
-void io_driver::pool_loop() {
-    for (;;) {
-        unique_function job;
-        {
-            std::unique_lock lk(pool_mu_);
-            pool_cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
-            if (jobs_.empty()) return;  // stopping, and nothing left
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-        }
-        job();  // the job records its own result and wakes its actor
-    }
 }
 
 }  // namespace smarm::detail

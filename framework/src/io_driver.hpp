@@ -1,6 +1,7 @@
 #pragma once
-// IO producers: the epoll thread and the blocking pool (DESIGN §5, seed
-// RFC 018 "driver-enqueues").
+// IO readiness: poll descriptors, fd waits, and the epoll producer (its
+// thread and the schedulers' polls), plus the blocking pool it owns
+// (blocking_pool.hpp) (DESIGN §5, seed RFC 018 "driver-enqueues").
 //
 // Design note
 // -----------
@@ -52,17 +53,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include <smarm/detail/spinlock.hpp>
 #include <smarm/detail/unique_function.hpp>
+
+#include "blocking_pool.hpp"
 
 namespace smarm::detail {
 
@@ -131,7 +131,7 @@ class io_driver {
     std::size_t poll(scheduler* caller);
 
     /// Run `job` on a pool thread (io_outstanding already incremented).
-    void submit(unique_function job);
+    void submit(unique_function job) { pool_.submit(std::move(job)); }
     bool persistent_sockets() const noexcept { return persistent_; }
 
   private:
@@ -141,7 +141,6 @@ class io_driver {
     /// Hands the events' readiness to their descriptors and unparks the
     /// waiters (n <= max_dispatch).
     std::size_t dispatch(::epoll_event* evs, int n, scheduler* caller);
-    void pool_loop();
     poll_desc* lookup(std::uint64_t data) noexcept;
     void arm_oneshot(poll_desc* pd);                     // caller holds pd->mu
     void register_persistent(poll_desc* pd);             // caller holds pd->mu
@@ -167,11 +166,7 @@ class io_driver {
     std::vector<std::uint32_t> free_;  // guarded by table_mu_
     std::uint32_t fresh_ = 0;          // guarded by table_mu_
 
-    std::mutex pool_mu_;
-    std::condition_variable pool_cv_;
-    std::deque<unique_function> jobs_;  // guarded by pool_mu_
-    bool stopping_ = false;             // guarded by pool_mu_
-    std::vector<std::thread> pool_;
+    blocking_pool pool_;
 };
 
 }  // namespace smarm::detail

@@ -215,13 +215,20 @@ std::size_t tcp_stream::read_some(void* buf, std::size_t n, io_deadline timeout)
 }
 
 std::size_t tcp_stream::read_some_until(void* buf, std::size_t n,
-                                        std::optional<steady::time_point> deadline) {
-    if (fd_ < 0) fail(EBADF, "smarm::tcp_stream::read_some: closed stream");
+                                        std::optional<steady::time_point> deadline,
+                                        std::error_code& ec) {
+    ec.clear();
+    if (fd_ < 0) {
+        ec.assign(EBADF, std::generic_category());
+        return 0;
+    }
     // The last read came back short: the socket was drained then, so wait
     // for the next edge instead of spending a recv on EAGAIN (nginx does the
     // same via EPOLLRDHUP). An edge that arrived meanwhile makes it instant.
-    if (std::exchange(read_drained_, false) && n != 0 && !wait(io_dir::read, deadline))
-        throw io_timeout("smarm::tcp_stream::read_some: timed out");
+    if (std::exchange(read_drained_, false) && n != 0 && !wait(io_dir::read, deadline)) {
+        ec = std::make_error_code(std::errc::timed_out);
+        return 0;
+    }
     for (;;) {
         ssize_t r = ::recv(fd_, buf, n, 0);
         if (r >= 0) {
@@ -229,11 +236,23 @@ std::size_t tcp_stream::read_some_until(void* buf, std::size_t n,
             return static_cast<std::size_t>(r);
         }
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            fail(errno, "smarm::tcp_stream::read_some from " + peer_address().to_string());
-        if (!wait(io_dir::read, deadline))
-            throw io_timeout("smarm::tcp_stream::read_some: timed out");
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            ec.assign(errno, std::generic_category());
+            return 0;
+        }
+        if (!wait(io_dir::read, deadline)) {
+            ec = std::make_error_code(std::errc::timed_out);
+            return 0;
+        }
     }
+}
+
+std::size_t tcp_stream::read_some_until(void* buf, std::size_t n,
+                                        std::optional<steady::time_point> deadline) {
+    std::error_code ec;
+    std::size_t r = read_some_until(buf, n, deadline, ec);
+    if (ec) raise(ec, "smarm::tcp_stream::read_some", "from");
+    return r;
 }
 
 std::size_t tcp_stream::write_some(const void* buf, std::size_t n, io_deadline timeout) {
@@ -241,17 +260,41 @@ std::size_t tcp_stream::write_some(const void* buf, std::size_t n, io_deadline t
 }
 
 std::size_t tcp_stream::write_some_until(const void* buf, std::size_t n,
-                                         std::optional<steady::time_point> deadline) {
-    if (fd_ < 0) fail(EBADF, "smarm::tcp_stream::write_some: closed stream");
+                                         std::optional<steady::time_point> deadline,
+                                         std::error_code& ec) {
+    ec.clear();
+    if (fd_ < 0) {
+        ec.assign(EBADF, std::generic_category());
+        return 0;
+    }
     for (;;) {
         ssize_t r = ::send(fd_, buf, n, MSG_NOSIGNAL);
         if (r >= 0) return static_cast<std::size_t>(r);
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            fail(errno, "smarm::tcp_stream::write_some to " + peer_address().to_string());
-        if (!wait(io_dir::write, deadline))
-            throw io_timeout("smarm::tcp_stream::write_some: timed out");
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            ec.assign(errno, std::generic_category());
+            return 0;
+        }
+        if (!wait(io_dir::write, deadline)) {
+            ec = std::make_error_code(std::errc::timed_out);
+            return 0;
+        }
     }
+}
+
+std::size_t tcp_stream::write_some_until(const void* buf, std::size_t n,
+                                         std::optional<steady::time_point> deadline) {
+    std::error_code ec;
+    std::size_t r = write_some_until(buf, n, deadline, ec);
+    if (ec) raise(ec, "smarm::tcp_stream::write_some", "to");
+    return r;
+}
+
+[[noreturn]] void tcp_stream::raise(const std::error_code& ec, const char* op,
+                                    const char* dir) const {
+    if (ec == std::errc::timed_out) throw io_timeout(std::string(op) + ": timed out");
+    if (fd_ < 0) fail(ec.value(), std::string(op) + ": closed stream");
+    fail(ec.value(), std::string(op) + " " + dir + " " + peer_address().to_string());
 }
 
 void tcp_stream::read_exact(void* buf, std::size_t n, io_deadline timeout) {

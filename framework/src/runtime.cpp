@@ -362,7 +362,7 @@ no_preempt::no_preempt() noexcept : slot_(nullptr) {
 }
 
 no_preempt::~no_preempt() {
-    if (slot_ != nullptr) --static_cast<detail::slot*>(slot_)->no_preempt;
+    if (slot_ != nullptr) --slot_->no_preempt;
 }
 
 }  // namespace smarm

@@ -8,6 +8,7 @@
 // grows; chunk pointers are published with release stores so lookups never
 // lock.
 
+#include <smarm/detail/assert.hpp>
 #include <smarm/monitor.hpp>
 #include <smarm/pid.hpp>
 #include <smarm/runtime.hpp>
@@ -106,6 +107,7 @@ struct alignas(64) slot {
 
     /// The extension, allocated if needed. Caller holds cold_mu.
     cold_ext& ext_make() {
+        SMARM_ASSERT(cold_mu.is_held());
         if (!ext) ext = std::make_unique<cold_ext>();
         return *ext;
     }

@@ -2,6 +2,7 @@
 // work-first), its end (finalize: Done, joiners, monitors, links, groups,
 // live count last) and the slot's reuse (reclaim).
 
+#include <smarm/detail/assert.hpp>
 #include <smarm/detail/wait.hpp>
 #include <smarm/runtime.hpp>
 
@@ -36,6 +37,9 @@ spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align, con
     if (sl == nullptr)
         throw spawn_error("smarm::spawn: the slot table is full (runtime_config.max_actors = " +
                           std::to_string(cfg_.max_actors) + " live actors)");
+    // A slot on the free list twice would run two actors under one pid.
+    SMARM_INVARIANT(state_word::state_of(sl->word.load()) == actor_state::vacant,
+                    "slot_table: a slot handed out while in use");
     stack_mem st;
     if (on != nullptr && !on->stack_cache.empty()) {
         st = on->stack_cache.back();
@@ -78,14 +82,14 @@ spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align, con
 }
 
 void runtime_impl::abandon(spawn_reservation& r) noexcept {
-    auto* sl = static_cast<slot*>(r.slot);
+    slot* sl = r.slot;
     stacks_.release(sl->stack);
     sl->stack = stack_mem{};
     slots_.release(sl->index);
 }
 
 void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) noexcept {
-    auto* sl = static_cast<slot*>(r.slot);
+    slot* sl = r.slot;
     sl->task = r.storage;
     fiber_init(*sl, reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(r.storage) &
                                             ~std::uintptr_t{15}));
@@ -211,11 +215,11 @@ spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_
 }
 
 void spawn_abandon(spawn_reservation& r) noexcept {
-    static_cast<runtime_impl*>(r.rt)->abandon(r);
+    r.rt->abandon(r);
 }
 
 void spawn_commit(spawn_reservation& r) noexcept {
-    auto* rt = static_cast<runtime_impl*>(r.rt);
+    runtime_impl* rt = r.rt;
     scheduler* s = current_scheduler();
     rt->commit(
         r, s != nullptr && s->current != nullptr ? pid{s->current->index, s->current_gen} : pid{},
@@ -225,12 +229,12 @@ void spawn_commit(spawn_reservation& r) noexcept {
         fiber_suspend(switch_reason::handoff);
 }
 
-void release_handle(void* rt, pid p) noexcept {
-    static_cast<runtime_impl*>(rt)->release_handle(p);
+void release_handle(runtime_impl* rt, pid p) noexcept {
+    rt->release_handle(p);
 }
 
-outcome join_actor(void* rt, pid p) {
-    return static_cast<runtime_impl*>(rt)->join(p);
+outcome join_actor(runtime_impl* rt, pid p) {
+    return rt->join(p);
 }
 
 }  // namespace smarm::detail

@@ -36,6 +36,8 @@
 // Invariant: an actor is enqueued at most once at any time, because only the
 // winner of a transition *into* queued enqueues.
 
+#include <smarm/detail/assert.hpp>
+
 #include <atomic>
 #include <cstdint>
 
@@ -76,6 +78,7 @@ class state_word {
 
     /// Vacant(gen) -> Queued(gen, epoch 0): the spawner owns the slot.
     void spawn(std::uint32_t gen) noexcept {
+        SMARM_ASSERT(state_of(w_.load(std::memory_order_relaxed)) == actor_state::vacant);
         w_.store(pack(gen, 0, actor_state::queued), std::memory_order_release);
     }
     /// Queued -> Running(epoch + 1), by the scheduler that popped the actor.
@@ -87,6 +90,7 @@ class state_word {
         // (unpark_at and stop_wake leave a queued word alone), and the pop
         // that handed us the actor already synchronized with its enqueuer.
         std::uint64_t w = w_.load(std::memory_order_relaxed);
+        SMARM_ASSERT(state_of(w) == actor_state::queued);
         w_.store(pack(gen_of(w), epoch_of(w) + 1, actor_state::running), std::memory_order_relaxed);
         return gen_of(w);
     }
@@ -144,6 +148,7 @@ class state_word {
         std::uint64_t w = w_.load(std::memory_order_acquire);
         for (;;) {
             actor_state s = state_of(w);
+            SMARM_ASSERT(is_running(s));
             actor_state to = s == actor_state::running ? actor_state::parked : actor_state::queued;
             if (w_.compare_exchange_weak(w, with_state(w, to), std::memory_order_acq_rel,
                                          std::memory_order_acquire))
@@ -158,12 +163,14 @@ class state_word {
     /// follows publishes the word with the actor.
     void yield_return() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
+        SMARM_ASSERT(is_running(state_of(w)));
         w_.store(with_state(w, actor_state::queued), std::memory_order_release);
     }
     /// The actor: retire the open wait without parking — a new epoch (so
     /// wakers of the old one are inert) and RunningNotified -> Running.
     void retire_wait() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
+        SMARM_ASSERT(is_running(state_of(w)));
         while (!w_.compare_exchange_weak(w, pack(gen_of(w), epoch_of(w) + 1, actor_state::running),
                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
         }
@@ -177,17 +184,22 @@ class state_word {
     /// written before).
     void finish() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
+        SMARM_ASSERT(is_running(state_of(w)));
         w_.store(with_state(w, actor_state::done), std::memory_order_release);
     }
     /// Reclaim: Done(gen) -> Vacant(gen + 1). Returns the new generation.
     std::uint32_t reclaim() noexcept {
         std::uint64_t w = w_.load(std::memory_order_relaxed);
+        SMARM_ASSERT(state_of(w) == actor_state::done);
         std::uint32_t next = gen_of(w) + 1;
         w_.store(pack(next, 0, actor_state::vacant), std::memory_order_release);
         return next;
     }
 
   private:
+    static bool is_running(actor_state s) noexcept {
+        return s == actor_state::running || s == actor_state::running_notified;
+    }
     static std::uint64_t with_state(std::uint64_t w, actor_state s) noexcept {
         return (w & ~state_mask) | static_cast<std::uint64_t>(s);
     }

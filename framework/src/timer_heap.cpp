@@ -1,5 +1,7 @@
 #include "timer_heap.hpp"
 
+#include <smarm/detail/assert.hpp>
+
 namespace smarm::detail {
 
 std::uint64_t timer_heap::insert(entry e) {
@@ -47,6 +49,8 @@ bool timer_heap::cancel(std::uint64_t id) noexcept {
 }
 
 void timer_heap::remove_at(std::size_t pos) noexcept {
+    SMARM_INVARIANT(pos < heap_.size() && slab_[heap_[pos]].heap_pos == pos,
+                    "timer_heap: a heap position and its entry disagree");
     std::uint32_t idx = heap_[pos];
     std::uint32_t last = heap_.back();
     heap_.pop_back();

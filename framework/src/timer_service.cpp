@@ -3,6 +3,8 @@
 
 #include "timer_service.hpp"
 
+#include <smarm/detail/assert.hpp>
+
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -26,6 +28,7 @@ clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) n
 }
 
 void timer_service::publish_locked() noexcept {
+    SMARM_ASSERT(mu_.is_held());
     pending_.store(heap_.size(), std::memory_order_release);
 }
 

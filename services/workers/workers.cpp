@@ -42,9 +42,9 @@ void add_worker_routes(http::router& r, const workers_options& o) {
     r.post("/work/sha256", [o](http::request& req) {
         const std::size_t n = members(workers_group).size();
         for (std::size_t k = 0; k < n; ++k) {
-            auto picked = detail::pg_pick(workers_group.text, typeid(work_request));
+            auto picked = pick_member(workers_group);
             if (!picked) break;
-            auto& inbox = *static_cast<const sender<work_request>*>(picked->tx.get());
+            sender<work_request>& inbox = picked->inbox;
             if (inbox.queued() >= o.queue_limit) continue;  // that one is behind
             auto [tx, rx] = channel<std::string>();
             auto sent = inbox.send(work_request{std::move(req.body()), std::move(tx)});

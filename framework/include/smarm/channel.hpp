@@ -41,6 +41,7 @@
 // the queue. Invariant: handoff is set only while a recv() is between its
 // registration and that check, so every other receive finds it null.
 
+#include <smarm/detail/assert.hpp>
 #include <smarm/pid.hpp>
 #include <smarm/select.hpp>
 
@@ -114,6 +115,7 @@ class channel_state final : public select_source {
     }
     /// Caller holds mu.
     void register_waiter(pid self, std::uint32_t epoch, const char* call) {
+        SMARM_ASSERT(mu.is_held());
         if (waiter.valid() && waiter != self && wait_is_open(waiter, waiter_epoch))
             receiver_in_use(call, self, waiter);
         waiter = self;

@@ -16,6 +16,10 @@
 // the default) or per wait (oneshot). Timeouts are per call: a read, write
 // or accept that times out throws smarm::io_timeout; other failures throw
 // std::system_error whose message names the operation and the address.
+// read_some_until / write_some_until also come in a std::error_code form
+// that throws only smarm::stopped (the actor must unwind): a timeout is
+// std::errc::timed_out there, for loops that treat failure as data (the
+// HTTP connection) rather than as an exception per closed peer.
 //
 // Thread safety: a socket is used by one actor at a time per direction (one
 // reader and one writer may work concurrently). Sockets belong to the run
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 
 namespace smarm {
 
@@ -72,6 +77,15 @@ class tcp_stream {
                                 std::optional<std::chrono::steady_clock::time_point> deadline);
     std::size_t write_some_until(const void* buf, std::size_t n,
                                  std::optional<std::chrono::steady_clock::time_point> deadline);
+    /// The same, reporting failure in `ec` (errno values in the generic
+    /// category; std::errc::timed_out past the deadline) instead of
+    /// throwing; returns 0 then. Throws only smarm::stopped.
+    std::size_t read_some_until(void* buf, std::size_t n,
+                                std::optional<std::chrono::steady_clock::time_point> deadline,
+                                std::error_code& ec);
+    std::size_t write_some_until(const void* buf, std::size_t n,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline,
+                                 std::error_code& ec);
     /// Reads exactly `n` bytes; an early end of stream is a std::system_error.
     /// The timeout applies to the whole call.
     void read_exact(void* buf, std::size_t n, io_deadline timeout = std::nullopt);
@@ -96,6 +110,9 @@ class tcp_stream {
     friend class tcp_listener;
     tcp_stream(int fd, detail::io_driver& d);
     bool wait(io_dir dir, std::optional<std::chrono::steady_clock::time_point> deadline);
+    /// Throws what the error-code form reported: io_timeout, or a
+    /// std::system_error naming the operation and the peer.
+    [[noreturn]] void raise(const std::error_code& ec, const char* op, const char* dir) const;
 
     int fd_ = -1;
     detail::io_driver* d_ = nullptr;

@@ -5,6 +5,8 @@
 //     constexpr smarm::group<job> workers{"workers"};
 //     smarm::join(workers, inbox_tx);               // in each worker
 //     smarm::dispatch(workers, job{...});           // to one member (round robin)
+//     if (auto m = smarm::pick_member(workers))     // or look first
+//         if (m->inbox.queued() < 100) m->inbox.send(job{...});
 //
 // join is idempotent (joining again replaces the inbox); a member that ends
 // is evicted from every group it joined, and a dead member is never
@@ -54,6 +56,22 @@ bool leave(group<M> g) {
 template <class M>
 std::vector<pid> members(group<M> g) {
     return detail::pg_members(g.text, typeid(M));
+}
+/// A member of a group<M> as pick_member returns it: its pid and the inbox
+/// it joined with.
+template <class M>
+struct group_member {
+    pid id;
+    sender<M> inbox;
+};
+/// One live member (round robin) and its inbox, if any: for callers that
+/// look at the member before sending (its queue length, say) or send to it
+/// more than once.
+template <class M>
+std::optional<group_member<M>> pick_member(group<M> g) {
+    auto r = detail::pg_pick(g.text, typeid(M));
+    if (!r) return std::nullopt;
+    return group_member<M>{r->holder, *static_cast<const sender<M>*>(r->tx.get())};
 }
 /// One live member (round robin), if any.
 template <class M>

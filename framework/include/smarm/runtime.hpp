@@ -66,6 +66,8 @@ struct outcome {
 };
 
 namespace detail {
+class runtime_impl;
+struct slot;
 struct task_vtable {
     void (*invoke)(void*);
     void (*destroy)(void*) noexcept;
@@ -78,16 +80,15 @@ inline constexpr task_vtable task_vtable_for{
 /// A reserved slot and stack with room for the task object on the stack.
 struct spawn_reservation {
     void* storage = nullptr;  ///< where the task object is to be constructed
-    void* slot = nullptr;
-    void* rt = nullptr;
+    detail::slot* slot = nullptr;
+    runtime_impl* rt = nullptr;
     pid id;
 };
 spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_vtable* vt);
 void spawn_abandon(spawn_reservation& r) noexcept;
 void spawn_commit(spawn_reservation& r) noexcept;
-void release_handle(void* rt, pid p) noexcept;
-outcome join_actor(void* rt, pid p);
-class runtime_impl;
+void release_handle(runtime_impl* rt, pid p) noexcept;
+outcome join_actor(runtime_impl* rt, pid p);
 }  // namespace detail
 
 /// Owns an actor's outcome until joined. Move-only. Destroying an unjoined
@@ -97,7 +98,7 @@ class runtime_impl;
 class join_handle {
   public:
     join_handle() = default;
-    join_handle(pid p, void* rt) noexcept : pid_(p), rt_(rt) {}
+    join_handle(pid p, detail::runtime_impl* rt) noexcept : pid_(p), rt_(rt) {}
     join_handle(join_handle&& o) noexcept : pid_(std::exchange(o.pid_, pid{})), rt_(o.rt_) {}
     join_handle& operator=(join_handle&& o) noexcept {
         if (this != &o) {
@@ -131,7 +132,7 @@ class join_handle {
 
   private:
     smarm::pid pid_;
-    void* rt_ = nullptr;
+    detail::runtime_impl* rt_ = nullptr;
 };
 
 /// An actor runtime: a slot table, a pool of stacks, N scheduler threads.
@@ -220,7 +221,7 @@ class no_preempt {
     no_preempt& operator=(const no_preempt&) = delete;
 
   private:
-    void* slot_;
+    detail::slot* slot_;
 };
 
 }  // namespace smarm

@@ -66,6 +66,11 @@ class spinlock {
         locked_.store(false, std::memory_order_release);
     }
 
+    /// True while some thread holds the lock: for SMARM_ASSERT's "caller
+    /// holds X" (it cannot tell which thread; a caller that forgot the lock
+    /// is caught whenever nobody else holds it, which is nearly always).
+    bool is_held() const noexcept { return locked_.load(std::memory_order_relaxed); }
+
   private:
     [[gnu::noinline]] void lock_contended() noexcept {
         for (unsigned spins = 0;;) {

@@ -1,7 +1,19 @@
 #pragma once
 // Run a test body as the root actor of a fresh runtime.
+//
+//     SMARM_TEST(Channel, SendThenReceive) {      // 2 schedulers
+//         auto [tx, rx] = smarm::channel<int>();
+//         ...
+//     }
+//     SMARM_TEST_N(Channel, OneScheduler, 1) { ... }
+//
+// The body is a function run as the root actor; gtest's assertions work
+// in it (a failed ASSERT_* returns from the body, the run then ends when
+// every actor has).
 
 #include <smarm/runtime.hpp>
+
+#include <gtest/gtest.h>
 
 #include <chrono>
 
@@ -27,3 +39,12 @@ inline auto since(steady::time_point t0) {
 }
 
 }  // namespace smarm_test
+
+#define SMARM_TEST_N(suite, name, schedulers)                             \
+    static void smarm_test_body_##suite##_##name();                       \
+    TEST(suite, name) {                                                   \
+        ::smarm_test::run(&smarm_test_body_##suite##_##name, schedulers); \
+    }                                                                     \
+    static void smarm_test_body_##suite##_##name()
+
+#define SMARM_TEST(suite, name) SMARM_TEST_N(suite, name, 2)

@@ -33,7 +33,7 @@
 
 #include "request_access.hpp"
 
-namespace smarm::http::detail {
+namespace smarm::http::internal {
 
 class request_reader final : public boost::beast::http::basic_parser<true> {
   public:
@@ -133,4 +133,4 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     std::size_t trailer_bytes_ = 0;
 };
 
-}  // namespace smarm::http::detail
+}  // namespace smarm::http::internal

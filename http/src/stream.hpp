@@ -1,14 +1,14 @@
 #pragma once
-// Streams the connection loop runs over (Beast SyncReadStream +
-// SyncWriteStream):
-// - actor_stream: a tcp_stream whose reads and writes park the actor on the
-//   IO layer, with a deadline per phase (header, body, idle, write);
-// - memory_stream: reads from a string and appends writes to another (the
-//   fuzz target and unit tests).
+// The stream the connection loop runs over (Beast SyncReadStream +
+// SyncWriteStream): actor_stream, a tcp_stream whose reads and writes park
+// the actor on the IO layer, with a deadline per phase (header, body, idle,
+// write). The fuzz target and the unit tests use smarm_test's memory_stream
+// (tests/support) instead; `throwing_io` is what both share.
 //
 // Errors come back as error codes, never exceptions, except smarm::stopped,
 // which must unwind the connection actor: a timeout is
-// beast::error::timeout, the peer closing is asio::error::eof.
+// beast::error::timeout, the peer closing is asio::error::eof. The socket
+// calls are tcp_stream's error-code forms, so a closed peer costs no throw.
 
 #include <smarm/io.hpp>
 #include <smarm/net.hpp>
@@ -27,7 +27,7 @@
 #include <string_view>
 #include <system_error>
 
-namespace smarm::http::detail {
+namespace smarm::http::internal {
 
 using error_code = boost::beast::error_code;
 using time_point = std::chrono::steady_clock::time_point;
@@ -105,11 +105,11 @@ class actor_stream : public throwing_io<actor_stream> {
              it != boost::asio::buffer_sequence_end(bufs); ++it) {
             boost::asio::mutable_buffer b = *it;
             if (b.size() == 0) continue;
-            return io(ec, [&] {
-                std::size_t n = s_.read_some_until(b.data(), b.size(), deadline_);
-                if (n == 0) ec = boost::asio::error::eof;
-                return n;
+            const std::size_t n = io(ec, [&](std::error_code& e) {
+                return s_.read_some_until(b.data(), b.size(), deadline_, e);
             });
+            if (n == 0 && !ec) ec = boost::asio::error::eof;
+            return n;
         }
         return 0;
     }
@@ -120,7 +120,9 @@ class actor_stream : public throwing_io<actor_stream> {
              it != boost::asio::buffer_sequence_end(bufs); ++it) {
             boost::asio::const_buffer b = *it;
             if (b.size() == 0) continue;
-            return io(ec, [&] { return s_.write_some_until(b.data(), b.size(), deadline_); });
+            return io(ec, [&](std::error_code& e) {
+                return s_.write_some_until(b.data(), b.size(), deadline_, e);
+            });
         }
         return 0;
     }
@@ -165,71 +167,17 @@ class actor_stream : public throwing_io<actor_stream> {
             ec = boost::beast::error::timeout;
             return 0;
         }
-        try {
-            return f();
-        } catch (const io_timeout&) {
-            ec = boost::beast::error::timeout;
-        } catch (const std::system_error& e) {
-            ec = error_code(e.code().value(), boost::system::generic_category());
-        }
-        return 0;
+        std::error_code e;
+        const std::size_t n = f(e);
+        if (e)
+            ec = e == std::errc::timed_out
+                     ? error_code(boost::beast::error::timeout)
+                     : error_code(e.value(), boost::system::generic_category());
+        return n;
     }
 
     tcp_stream& s_;
     std::optional<time_point> deadline_;
 };
 
-class memory_stream : public throwing_io<memory_stream> {
-  public:
-    using throwing_io::read_some;
-    using throwing_io::write_some;
-    explicit memory_stream(std::string_view in, std::size_t max_read = 4096)
-        : in_(in), max_read_(max_read) {}
-
-    void set_deadline(std::optional<time_point>) noexcept {}
-
-    template <class Buffers>
-    std::size_t read_some(const Buffers& bufs, error_code& ec) {
-        ec = {};
-        if (in_.empty()) {
-            ec = boost::asio::error::eof;
-            return 0;
-        }
-        std::size_t total = 0;
-        for (auto it = boost::asio::buffer_sequence_begin(bufs);
-             it != boost::asio::buffer_sequence_end(bufs) && !in_.empty() && total < max_read_;
-             ++it) {
-            boost::asio::mutable_buffer b = *it;
-            std::size_t n = std::min({b.size(), in_.size(), max_read_ - total});
-            std::memcpy(b.data(), in_.data(), n);
-            in_.remove_prefix(n);
-            total += n;
-        }
-        return total;
-    }
-    template <class Buffers>
-    std::size_t write_some(const Buffers& bufs, error_code& ec) {
-        ec = {};
-        std::size_t total = 0;
-        for (auto it = boost::asio::buffer_sequence_begin(bufs);
-             it != boost::asio::buffer_sequence_end(bufs); ++it) {
-            boost::asio::const_buffer b = *it;
-            out.append(static_cast<const char*>(b.data()), b.size());
-            total += b.size();
-        }
-        return total;
-    }
-    bool write_all(std::string_view data) {
-        out.append(data);
-        return true;
-    }
-    void linger() noexcept {}
-
-    std::string out;
-
-  private:
-    std::string_view in_;
-    std::size_t max_read_;
-};
-
-}  // namespace smarm::http::detail
+}  // namespace smarm::http::internal

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace smarm::http::detail {
+namespace smarm::http::internal {
 
 namespace {
 
@@ -56,4 +56,4 @@ std::string_view tls_stream::alpn() const {
     return {reinterpret_cast<const char*>(p), n};
 }
 
-}  // namespace smarm::http::detail
+}  // namespace smarm::http::internal

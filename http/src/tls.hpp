@@ -3,7 +3,7 @@
 // over the actor stream (so the handshake, reads and writes park the actor
 // like plain IO). TLS 1.2 is the minimum; ALPN selects http/1.1.
 
-#include <smarm/http/server.hpp>
+#include <smarm/http/config.hpp>
 
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
@@ -15,7 +15,7 @@
 
 #include "stream.hpp"
 
-namespace smarm::http::detail {
+namespace smarm::http::internal {
 
 /// The server's TLS context. Throws std::runtime_error naming the file when
 /// the certificate or key cannot be loaded (or do not match).
@@ -72,4 +72,4 @@ class tls_stream {
     boost::asio::ssl::stream<actor_stream&> ssl_;
 };
 
-}  // namespace smarm::http::detail
+}  // namespace smarm::http::internal

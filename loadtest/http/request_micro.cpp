@@ -21,15 +21,15 @@
 #include <string>
 #include <string_view>
 
+#include <smarm_test/memory_stream.hpp>
 #include "connection.hpp"
-#include "stream.hpp"
 
 namespace http = smarm::http;
 
 namespace {
 
-http::detail::shared& server_state() {
-    static http::detail::shared sh = [] {
+http::internal::shared& server_state() {
+    static http::internal::shared sh = [] {
         http::router r;
         r.get("/plaintext", [](http::request&) {
             return http::response(http::status::ok, "Hello, World!", "text/plain");
@@ -40,7 +40,7 @@ http::detail::shared& server_state() {
         r.post("/kv/{key}", [](http::request& q) {
             return http::response(http::status::created, std::move(q.body()));
         });
-        return http::detail::shared(http::server_config{}, std::move(r));
+        return http::internal::shared(http::server_config{}, std::move(r));
     }();
     return sh;
 }
@@ -58,9 +58,9 @@ std::string repeat(std::string_view one) {
 /// Reads return one request at a time, like a keep-alive client that waits
 /// for each response (so every response is flushed on its own).
 std::size_t serve_once(const std::string& input) {
-    http::detail::memory_stream s(input, input.size() / batch);
-    http::detail::conn_ctx c{server_state(), 1, {}, nullptr};
-    http::detail::serve_connection(s, c);
+    smarm_test::memory_stream s(input, input.size() / batch);
+    http::internal::conn_ctx c{server_state(), 1, {}, nullptr};
+    http::internal::serve_connection(s, c);
     benchmark::DoNotOptimize(s.out.data());
     return s.out.size();
 }

@@ -22,15 +22,15 @@
 #include <string_view>
 #include <vector>
 
+#include <smarm_test/memory_stream.hpp>
 #include "connection.hpp"
-#include "stream.hpp"
 
 namespace http = smarm::http;
 
 namespace {
 
-http::detail::shared& server_state() {
-    static http::detail::shared* sh = [] {
+http::internal::shared& server_state() {
+    static http::internal::shared* sh = [] {
         http::server_config cfg;
         cfg.header_limit = 2048;
         cfg.body_limit = 4096;
@@ -52,7 +52,7 @@ http::detail::shared& server_state() {
                 return std::string(static_cast<std::size_t>(++*n) * 10, 'c');
             });
         });
-        return new http::detail::shared(cfg, std::move(r));
+        return new http::internal::shared(cfg, std::move(r));
     }();
     return *sh;
 }
@@ -111,9 +111,9 @@ void check_responses(std::string_view out) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::string_view input(reinterpret_cast<const char*>(data), size);
     // Small reads make the parser see every split point.
-    http::detail::memory_stream s(input, size % 7 + 1);
-    http::detail::conn_ctx c{server_state(), 1, {}, nullptr};
-    http::detail::serve_connection(s, c);
+    smarm_test::memory_stream s(input, size % 7 + 1);
+    http::internal::conn_ctx c{server_state(), 1, {}, nullptr};
+    http::internal::serve_connection(s, c);
     check_responses(s.out);
     return 0;
 }

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 
-using namespace http_test;
+using namespace smarm_test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -388,7 +388,8 @@ TEST(HttpServer, ChunkExtensionsAndTrailersCountAgainstTheHeaderLimit) {
         {
             client c(port);  // many small extensions adding up past the limit
             std::string req = head;
-            for (int i = 0; i < 40; ++i) req += "1;e=" + std::string(40, 'e') + "\r\nx\r\n";
+            for (int i = 0; i < 40; ++i)
+                req += "1;e=" + std::string(40, 'e') + "\r\nx\r\n";
             c.send(req + "0\r\n\r\n");
             auto r = c.read();
             ASSERT_TRUE(r);
@@ -792,7 +793,8 @@ TEST(HttpServer, SignalsReachAServerStartedBesideAnEndedOne) {
         EXPECT_FALSE(second.draining());
         ::raise(SIGTERM);
         auto t0 = smarm_test::steady::now();
-        while (!second.draining() && smarm_test::since(t0) < 20s) smarm::sleep(1ms);
+        while (!second.draining() && smarm_test::since(t0) < 20s)
+            smarm::sleep(1ms);
         EXPECT_TRUE(second.draining());
         second.stop(0ns);  // does not hang the test if the signal was lost
         second.wait();

@@ -19,9 +19,9 @@
 #include <memory>
 #include <string>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 
-using namespace http_test;
+using namespace smarm_test;
 namespace ssl = boost::asio::ssl;
 namespace bhttp = boost::beast::http;
 
@@ -79,9 +79,9 @@ TEST(HttpTls, RoundTripWithAlpnAndKeepAlive) {
         cctx.load_verify_file(cert.cert_path);  // trust exactly our certificate
         cctx.set_verify_mode(ssl::verify_peer);
         auto sock = smarm::tcp_stream::connect("127.0.0.1", port, 5s);
-        http::detail::actor_stream raw(sock);
+        http::internal::actor_stream raw(sock);
         raw.set_deadline(std::chrono::steady_clock::now() + 10s);
-        ssl::stream<http::detail::actor_stream&> tls(raw, cctx);
+        ssl::stream<http::internal::actor_stream&> tls(raw, cctx);
         static const unsigned char protos[] = "\x08http/1.1";
         SSL_set_alpn_protos(tls.native_handle(), protos, sizeof protos - 1);
         SSL_set_tlsext_host_name(tls.native_handle(), "localhost");
@@ -120,9 +120,9 @@ TEST(HttpTls, OldProtocolsAndPlaintextAreRefused) {
             SSL_CTX_set_min_proto_version(cctx.native_handle(), TLS1_1_VERSION);
             SSL_CTX_set_max_proto_version(cctx.native_handle(), TLS1_1_VERSION);
             auto sock = smarm::tcp_stream::connect("127.0.0.1", port, 5s);
-            http::detail::actor_stream raw(sock);
+            http::internal::actor_stream raw(sock);
             raw.set_deadline(std::chrono::steady_clock::now() + 10s);
-            ssl::stream<http::detail::actor_stream&> tls(raw, cctx);
+            ssl::stream<http::internal::actor_stream&> tls(raw, cctx);
             boost::beast::error_code ec;
             tls.handshake(ssl::stream_base::client, ec);
             EXPECT_TRUE(ec);

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <random>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 #include "load.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 namespace load = smarm::load;
 
 namespace {

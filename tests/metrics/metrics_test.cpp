@@ -13,10 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 #include "kv/kv.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 
 namespace {
 

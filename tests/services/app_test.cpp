@@ -12,10 +12,10 @@
 #include <atomic>
 #include <memory>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 #include "server/app.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 namespace services = smarm::services;
 
 namespace {

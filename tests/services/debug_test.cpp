@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <smarm_test/http_client.hpp>
 #include "debug/debug.hpp"
-#include "http_support.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 namespace services = smarm::services;
 
 namespace {

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <smarm_test/http_client.hpp>
 #include "examples/greeter.hpp"
-#include "http_support.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 
 namespace {
 

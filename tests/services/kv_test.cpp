@@ -9,11 +9,11 @@
 #include <fstream>
 #include <map>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 #include "kv/kv.hpp"
 #include "kv/log.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 namespace services = smarm::services;
 
 namespace {

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <vector>
 
-#include "http_support.hpp"
+#include <smarm_test/http_client.hpp>
 #include "workers/workers.hpp"
 
-using namespace http_test;
+using namespace smarm_test;
 namespace services = smarm::services;
 
 namespace {

@@ -61,6 +61,7 @@
 // Thread safety: start() once, from an actor; stop(), stats() and
 // local_address() from any actor.
 
+#include <smarm/http/config.hpp>
 #include <smarm/http/message.hpp>
 #include <smarm/http/router.hpp>
 #include <smarm/net.hpp>
@@ -77,73 +78,13 @@
 
 namespace smarm::http {
 
-/// TLS settings: PEM files. TLS 1.2 is the minimum; ALPN offers http/1.1.
-struct tls_config {
-    std::string certificate_file;  ///< the certificate chain (PEM)
-    std::string private_key_file;  ///< its key (PEM)
-};
-
-/// What the server reports about each answered request (for metrics).
-struct request_record {
-    std::string_view route;   ///< the matched pattern ("/kv/{key}"), "" when none matched
-    std::string_view method;  ///< "GET", ...
-    unsigned status = 0;
-    std::uint64_t body_bytes = 0;
-    std::chrono::nanoseconds duration{};  ///< first byte of the request to the response written
-};
-
-/// Server settings; every limit has a safe default.
-struct server_config {
-    std::string host = "0.0.0.0";
-    std::uint16_t port = 8080;  ///< 0 picks a free port (see local_address())
-    std::size_t max_connections = 10'000;
-    std::size_t header_limit = 8 * 1024;   ///< bytes: request line + headers
-    std::size_t body_limit = 1024 * 1024;  ///< bytes, after de-chunking
-    std::chrono::nanoseconds header_timeout = std::chrono::seconds(10);
-    std::chrono::nanoseconds body_timeout = std::chrono::seconds(30);
-    std::chrono::nanoseconds idle_timeout = std::chrono::seconds(60);
-    std::chrono::nanoseconds write_timeout = std::chrono::seconds(30);
-    std::chrono::nanoseconds drain_timeout = std::chrono::seconds(10);
-    /// During a drain, how long an idle keep-alive connection stays open for
-    /// a request already on its way (capped by drain_timeout; 0 = close idle
-    /// connections at once).
-    std::chrono::nanoseconds drain_grace = std::chrono::seconds(1);
-    /// One line per request: time, peer, method, target, status, body
-    /// bytes, duration, request id.
-    bool access_log = false;
-    /// Where access lines go: "" = stdout (asynchronous; under overload the
-    /// oldest lines are dropped rather than stall a scheduler), else this
-    /// file (appended; buffered, flushed when the buffer fills and by wait()).
-    std::string access_log_file;
-    /// Called in the connection actor after each response (keep it cheap and
-    /// thread-safe: connection actors run on every scheduler). Empty: off.
-    std::function<void(const request_record&)> on_request;
-    /// Called in the connection actor for each request before routing (the
-    /// head and body read, the path decoded): a response it returns is sent
-    /// instead of routing (a 401, a 403); nullopt lets the request through.
-    /// Empty: every request is routed.
-    std::function<std::optional<response>(const request&)> authorize;
-    std::string server_name = "smarm";  ///< the Server header ("" to omit)
-    std::optional<tls_config> tls;
-    int backlog = 1024;
-    /// Linux TCP_DEFER_ACCEPT (nginx's `listen ... deferred`): the kernel
-    /// hands a connection over only once its first bytes have arrived, so
-    /// its actor starts with the request there (no wait, no epoll
-    /// registration; ~0.8x the server's CPU per short connection, measured
-    /// under wrk with Connection: close). A client that connects and sends
-    /// nothing is handed over when this runs out (rounded up by the
-    /// kernel's SYN-ACK retransmits), and header_timeout counts from then.
-    /// Zero: off (the default).
-    std::chrono::seconds defer_accept{0};
-};
-
 /// Counters since start() (monotonic except `active`).
 struct server_stats {
-    std::uint64_t accepted = 0;  ///< connections taken by a connection actor
-    std::uint64_t rejected = 0;  ///< connections refused past max_connections
-    std::uint64_t active = 0;    ///< connections open now
-    std::uint64_t requests = 0;  ///< responses sent
-    std::uint64_t errors = 0;    ///< 500s from handler exceptions
+    std::uint64_t accepted = 0;       ///< connections taken by a connection actor
+    std::uint64_t rejected = 0;       ///< connections refused past max_connections
+    std::uint64_t active = 0;         ///< connections open now
+    std::uint64_t requests = 0;       ///< responses sent
+    std::uint64_t errors = 0;         ///< 500s from handler exceptions
     std::uint64_t accept_errors = 0;  ///< failed accepts (EMFILE, ENFILE, ...)
 };
 

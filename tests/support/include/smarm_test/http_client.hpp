@@ -20,9 +20,9 @@
 
 #include <smarm_test/run.hpp>
 
-#include "stream.hpp"
+#include "stream.hpp"  // smarm_http_internal: actor_stream
 
-namespace http_test {
+namespace smarm_test {
 
 using namespace std::chrono_literals;
 namespace http = smarm::http;
@@ -47,7 +47,7 @@ class client {
     /// Reads one response (nullopt when the connection ended or failed).
     std::optional<reply> read(bool head_request = false, std::chrono::nanoseconds timeout = 10s) {
         namespace bhttp = boost::beast::http;
-        smarm::http::detail::actor_stream st(s_);
+        smarm::http::internal::actor_stream st(s_);
         st.set_deadline(std::chrono::steady_clock::now() + timeout);
         bhttp::response_parser<bhttp::string_body> p;
         p.skip(head_request);
@@ -118,4 +118,4 @@ inline void with_server(http::server_config cfg, http::router r,
         schedulers);
 }
 
-}  // namespace http_test
+}  // namespace smarm_test

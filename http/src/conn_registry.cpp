@@ -1,0 +1,72 @@
+// The connection registry and the reaper: see conn_registry.hpp.
+
+#include "conn_registry.hpp"
+
+#include <smarm/runtime.hpp>
+#include <smarm/timer.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <vector>
+
+#include "connection.hpp"
+#include "stream.hpp"
+
+namespace smarm::http::internal {
+
+void conn_registry::add(std::uint64_t id, pid p, conn_watch* watch) {
+    std::lock_guard g(mu_);
+    conns_.emplace(id, entry{p, watch});
+}
+
+void conn_registry::remove(std::uint64_t id) {
+    std::lock_guard g(mu_);
+    conns_.erase(id);
+}
+
+template <class Pick>
+void conn_registry::stop_where(Pick pick) {
+    std::vector<pid> targets;
+    {
+        std::lock_guard g(mu_);
+        for (auto& [id, c] : conns_)
+            if (pick(*c.watch)) targets.push_back(c.id);
+    }
+    for (pid p : targets)
+        smarm::request_stop(p);
+}
+
+void conn_registry::stop_connections(bool idle_only) {
+    stop_where([idle_only](const conn_watch& w) {
+        return !idle_only || w.idle.load(std::memory_order_seq_cst);
+    });
+}
+
+void conn_registry::reap_idle(std::int64_t now) {
+    stop_where([now](const conn_watch& w) {
+        return w.idle.load(std::memory_order_seq_cst) &&
+               w.reap_at.load(std::memory_order_relaxed) <= now;
+    });
+}
+
+void reap_loop(conn_registry& conns, const server_config& cfg) {
+    using namespace std::chrono;
+    const nanoseconds period = std::clamp<nanoseconds>(
+        std::min(cfg.header_timeout, cfg.idle_timeout) / 8, milliseconds(5), seconds(1));
+    for (;;) {
+        smarm::sleep(period);
+        try {
+            conns.reap_idle(coarse_now().time_since_epoch().count());
+        } catch (const smarm::stopped&) {
+            throw;
+        } catch (const std::exception& e) {  // out of memory: idle limits must outlive it
+            spdlog::error("http: reaping idle connections failed: {}", e.what());
+        }
+    }
+}
+
+}  // namespace smarm::http::internal

@@ -1,0 +1,49 @@
+#pragma once
+// The connection registry (conn_registry.cpp): every live connection's pid
+// and watch (connection.hpp), for the drainer (stop the idle ones, or all)
+// and the reaper actor (stop the ones idle past their limit).
+
+#include <smarm/http/config.hpp>
+#include <smarm/pid.hpp>
+
+#include <smarm/detail/spinlock.hpp>
+
+#include <cstdint>
+#include <unordered_map>
+
+namespace smarm::http::internal {
+
+struct conn_watch;
+
+class conn_registry {
+  public:
+    void add(std::uint64_t id, pid p, conn_watch* watch);
+    void remove(std::uint64_t id);
+    /// request_stop every connection (idle_only: those parked between
+    /// requests).
+    void stop_connections(bool idle_only);
+    /// request_stop every connection idle past its reap_at (`now` in
+    /// steady_clock ns since its epoch).
+    void reap_idle(std::int64_t now);
+
+  private:
+    /// request_stop every connection whose watch satisfies `pick` (read
+    /// under mu_; the stops are sent after it is released).
+    template <class Pick>
+    void stop_where(Pick pick);
+
+    struct entry {
+        pid id;
+        conn_watch* watch;
+    };
+    smarm::detail::spinlock mu_;
+    std::unordered_map<std::uint64_t, entry> conns_;  // guarded by mu_
+};
+
+/// The reaper actor's body: stops connections idle past their limit,
+/// waking every eighth of the shorter of the header and idle timeouts
+/// (5 ms..1 s), so a limit is enforced never early and at most that much
+/// late. Runs until stopped.
+void reap_loop(conn_registry& conns, const server_config& cfg);
+
+}  // namespace smarm::http::internal

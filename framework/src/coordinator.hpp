@@ -51,9 +51,9 @@
 #include <memory>
 #include <optional>
 
-namespace smarm::detail {
+#include <smarm/detail/wait.hpp>  // detail::clock: the runtime's clock
 
-using clock = std::chrono::steady_clock;
+namespace smarm::detail {
 
 /// Futex parker with permit semantics. One thread parks on it at a time.
 class parker {

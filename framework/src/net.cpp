@@ -32,7 +32,7 @@ using steady = std::chrono::steady_clock;
 
 std::optional<steady::time_point> deadline_of(io_deadline t) {
     if (!t) return std::nullopt;
-    return steady::now() + *t;
+    return detail::clock::now() + *t;
 }
 
 std::string endpoint(const std::string& host, std::uint16_t port) {
@@ -175,7 +175,7 @@ bool tcp_stream::wait(io_dir dir, std::optional<std::chrono::steady_clock::time_
 tcp_stream tcp_stream::connect(const std::string& host, std::uint16_t port,
                                std::chrono::nanoseconds timeout) {
     auto& d = detail::current_io("smarm::tcp_stream::connect");
-    const auto deadline = steady::now() + timeout;
+    const auto deadline = detail::clock::now() + timeout;
     int last_error = 0;
     std::string last_addr = endpoint(host, port);
     for (const socket_address& addr : resolve(host, port, false)) {

@@ -209,6 +209,24 @@ void runtime_impl::run(unique_function root) {
     bool expected = false;
     if (!running_.compare_exchange_strong(expected, true))
         throw std::logic_error("smarm::runtime::run: this runtime is already running");
+    if (cfg_.clock != nullptr) {
+        const clock_source* none = nullptr;
+        if (!clock_override.compare_exchange_strong(none, cfg_.clock, std::memory_order_acq_rel)) {
+            running_.store(false);
+            throw std::logic_error(
+                "smarm::runtime::run: another run already uses a clock_source (one at a time)");
+        }
+        cfg_.clock->run_.store(this, std::memory_order_release);
+    }
+    // The clock goes back to steady_clock however the run ends.
+    struct clock_reset {
+        const clock_source* c;
+        ~clock_reset() {
+            if (c == nullptr) return;
+            c->run_.store(nullptr, std::memory_order_release);
+            clock_override.store(nullptr, std::memory_order_release);
+        }
+    } reset_clock{cfg_.clock};
     g_active.store(this, std::memory_order_release);
     try {
         io_ = std::make_unique<io_driver>(*this, cfg_.blocking_threads,

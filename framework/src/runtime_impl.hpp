@@ -126,6 +126,9 @@ class runtime_impl {
     /// An IO counter just dropped: if that was the last thing keeping the run
     /// alive, a parked scheduler must come out and evaluate the verdict.
     void io_settled() noexcept { coord_.wake_one_if_idle(); }
+    /// Every parked scheduler rechecks its work and the timers (a
+    /// clock_source's time moved).
+    void wake_all_schedulers() noexcept { coord_.wake_all(); }
     /// The name tables (names.hpp).
     registry& names() noexcept { return *names_; }
     process_groups& groups() noexcept { return *groups_; }

@@ -106,7 +106,7 @@ class supervisor_state {
 
     // Records a restart; false when the intensity is exceeded.
     bool note_restart() {
-        auto now = std::chrono::steady_clock::now();
+        auto now = detail::clock::now();
         restarts_.push_back(now);
         while (!restarts_.empty() && now - restarts_.front() > opts_.period)
             restarts_.pop_front();

@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 
 #include "observe.hpp"
 #include "runtime_impl.hpp"
@@ -18,6 +19,11 @@
 namespace smarm::detail {
 
 clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept {
+    if (clock::overridden()) {  // `at` is the clock_source's time (wait_moment)
+        const clock::time_point begun{clock::duration(static_cast<clock::rep>(at))};
+        if (d >= clock::time_point::max() - begun) return clock::time_point::max();
+        return begun + d;
+    }
     const auto now = clock::now();
     const std::uint64_t t = ticks();
     const auto since = std::chrono::nanoseconds(
@@ -72,7 +78,9 @@ void timer_service::defer_wake(local& loc, slot& sl, std::uint32_t gen, std::uin
     w.epoch = epoch;
     w.at = at;
     w.timeout = d.count();
-    if (loc.deferred.size() < loc.deferred.capacity()) {
+    // Under a clock_source the wake is armed now: deferred, it could be
+    // armed only after a test's advance() had already passed its deadline.
+    if (loc.deferred.size() < loc.deferred.capacity() && !clock::overridden()) {
         w.st = slot::deferred_wake::state::deferred;
         loc.deferred.emplace_back(sl.index, gen);
         return;
@@ -134,6 +142,7 @@ void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
         heap_.pop_due(clock::now(), loc.fired);
         publish_locked();
         coord_.refresh_deadline(heap_.peek());
+        if (!loc.fired.empty()) firing_.fetch_add(1, std::memory_order_relaxed);
     }
     const std::size_t n = loc.fired.size();
     loc.fires.store(loc.fires.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -151,10 +160,54 @@ void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
             rt_.unpark_at(f.target, f.epoch, single ? &s : nullptr);
         }
     }
+    if (n != 0) firing_.fetch_sub(1, std::memory_order_release);  // settled() acquires
     loc.fired.clear();
 }
 
+bool timer_service::settled() {
+    std::lock_guard g(mu_);
+    if (firing_.load(std::memory_order_acquire) != 0) return false;
+    const auto next = heap_.peek();
+    return !next || *next > clock::now();
+}
+
 }  // namespace smarm::detail
+
+namespace smarm {
+
+void clock_source::time_moved() const {
+    detail::runtime_impl* rt = run_.load(std::memory_order_acquire);
+    if (rt == nullptr) return;
+    // Parked schedulers (the timekeeper among them) recheck the deadline.
+    rt->wake_all_schedulers();
+    detail::scheduler* s = detail::current_scheduler();
+    if (s == nullptr || s->rt != rt) return;
+    // From one of the run's actors: yield until nothing due is left, so the
+    // caller sees every timer up to now() fired (the woken actors may not
+    // have run yet; a receive from them does wait).
+    while (!rt->timers().settled())
+        yield_now();
+}
+
+void manual_clock::advance(std::chrono::nanoseconds d) {
+    if (d < std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("smarm::manual_clock::advance: negative duration (" +
+                                    std::to_string(d.count()) + " ns)");
+    // release: pairs with now()'s acquire.
+    ns_.fetch_add(d.count(), std::memory_order_release);
+    time_moved();
+}
+
+void manual_clock::advance_to(time_point t) {
+    std::int64_t cur = ns_.load(std::memory_order_relaxed);
+    const std::int64_t want = t.time_since_epoch().count();
+    while (cur < want && !ns_.compare_exchange_weak(cur, want, std::memory_order_release,
+                                                    std::memory_order_relaxed)) {
+    }
+    time_moved();
+}
+
+}  // namespace smarm
 
 // ---- the hooks of detail/wait.hpp ----
 

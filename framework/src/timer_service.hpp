@@ -119,6 +119,9 @@ class timer_service {
     }
     /// Is the earliest deadline due (one relaxed load and a clock read)?
     bool due() const noexcept { return coord_.deadline_due(); }
+    /// Nothing is due and no scheduler is delivering fired timers (a manual
+    /// clock's advance() waits for it). Takes the lock.
+    bool settled();
     /// No timer is pending (the termination verdict and root drain).
     bool none_pending(std::memory_order mo) const noexcept { return pending_.load(mo) == 0; }
     std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
@@ -143,6 +146,9 @@ class timer_service {
     /// heap_.size(), written under mu_ with release (the verdict's acquire
     /// loads see a timer inserted before the actor that armed it parked).
     std::atomic<std::size_t> pending_{0};
+    /// fire_due calls between popping timers (under mu_) and delivering
+    /// them all, for settled().
+    std::atomic<unsigned> firing_{0};
 };
 
 }  // namespace smarm::detail

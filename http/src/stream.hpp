@@ -36,8 +36,11 @@ using time_point = std::chrono::steady_clock::time_point;
 /// kept at tick granularity, a ~5 ns read against ~24 ns for
 /// steady_clock::now() here. It lags now() by less than coarse_tick().
 /// The connection loop sets and checks its per-phase deadlines (several
-/// per request) with it.
+/// per request) with it. Under a runtime clock_source it is that clock.
 inline time_point coarse_now() noexcept {
+    // A runtime clock_source (a test's manual_clock) is the time, exactly.
+    if (smarm::detail::clock::overridden()) [[unlikely]]
+        return smarm::detail::clock::now();
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));

@@ -55,61 +55,65 @@ TEST(GenServer, CallCastInfoAndTerminate) {
     EXPECT_EQ(terminated.load(), 1);
 }
 
-TEST(GenServer, CallTimeout) {
-    smarm_test::run([] {
-        auto ref = smarm::start<counter>();
-        auto t0 = steady::now();
-        auto r = smarm::call(ref, 1000, 20ms);
-        EXPECT_EQ(r.error, smarm::call_error::timeout);
-        EXPECT_GE(steady::now() - t0, 20ms);
-        EXPECT_TRUE(smarm::call(ref, 1, 5s)) << "the server lives on";
-        smarm::request_stop(ref.id);
+// Manual clock: the call times out at exactly 20 ms, not a moment before.
+SMARM_TEST_CLOCK(GenServer, CallTimeout) {
+    auto ref = smarm::start<counter>();
+    auto [tx, rx] = smarm::channel<smarm::call_error>();
+    const auto t0 = clock.now();
+    auto caller = smarm::spawn([&, tx = tx] {
+        auto r = smarm::call(ref, 1000, 20ms);  // the server sleeps 200 ms on 1000
+        EXPECT_EQ(clock.now() - t0, 20ms);
+        (void)tx.send(r.error.value_or(smarm::call_error::server_down));
     });
+    smarm_test::await_parked(caller.id());
+    clock.advance(19ms);
+    smarm_test::await_parked(caller.id());
+    EXPECT_FALSE(rx.try_recv());
+    clock.advance(1ms);
+    EXPECT_EQ(*rx.recv(), smarm::call_error::timeout);
+    caller.join();
+    clock.advance(180ms);  // the server's sleep ends
+    EXPECT_TRUE(smarm::call(ref, 1, 5s)) << "the server lives on";
+    smarm::request_stop(ref.id);
 }
 
-TEST(GenServer, NamedServerResolvesWhenStartReturns) {
-    smarm_test::run([] {
-        constexpr smarm::name<counter::envelope> name{"counter_server"};
-        auto ref = smarm::start_named<counter>(name);
-        EXPECT_EQ(smarm::whereis(name), ref.id);
-        auto r = smarm::call<counter>(name, 3, 1s);
-        ASSERT_TRUE(r);
-        EXPECT_EQ(*r.value, 3);
-        EXPECT_THROW(smarm::start_named<counter>(name), std::runtime_error);
-        smarm::request_stop(ref.id);
-    });
+SMARM_TEST(GenServer, NamedServerResolvesWhenStartReturns) {
+    constexpr smarm::name<counter::envelope> name{"counter_server"};
+    auto ref = smarm::start_named<counter>(name);
+    EXPECT_EQ(smarm::whereis(name), ref.id);
+    auto r = smarm::call<counter>(name, 3, 1s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r.value, 3);
+    EXPECT_THROW(smarm::start_named<counter>(name), std::runtime_error);
+    smarm::request_stop(ref.id);
 }
 
 // Seed test stop_with_queued_call: a named server busy in a long call is
 // stopped while another call sits queued; the queued caller is released
 // with server_down well within 3 s.
-TEST(GenServer, StopWithQueuedCall) {
-    smarm_test::run([] {
-        constexpr smarm::name<counter::envelope> name{"busy_server"};
-        auto ref = smarm::start_named<counter>(name);
-        auto busy = smarm::spawn([&] { (void)smarm::call<counter>(name, 1000, 10s); });
-        smarm::sleep(5ms);
-        auto t0 = steady::now();
-        auto queued = smarm::spawn([&] {
-            auto r = smarm::call<counter>(name, 1, 10s);
-            EXPECT_EQ(r.error, smarm::call_error::server_down);
-        });
-        smarm::sleep(5ms);
-        smarm::request_stop(ref.id);
-        queued.join();
-        busy.join();
-        EXPECT_LT(steady::now() - t0, 3s);
-        EXPECT_EQ(smarm::call<counter>(name, 1, 1s).error, smarm::call_error::server_down);
+SMARM_TEST(GenServer, StopWithQueuedCall) {
+    constexpr smarm::name<counter::envelope> name{"busy_server"};
+    auto ref = smarm::start_named<counter>(name);
+    auto busy = smarm::spawn([&] { (void)smarm::call<counter>(name, 1000, 10s); });
+    smarm::sleep(5ms);
+    auto t0 = steady::now();
+    auto queued = smarm::spawn([&] {
+        auto r = smarm::call<counter>(name, 1, 10s);
+        EXPECT_EQ(r.error, smarm::call_error::server_down);
     });
+    smarm::sleep(5ms);
+    smarm::request_stop(ref.id);
+    queued.join();
+    busy.join();
+    EXPECT_LT(steady::now() - t0, 3s);
+    EXPECT_EQ(smarm::call<counter>(name, 1, 1s).error, smarm::call_error::server_down);
 }
 
-TEST(GenServer, HandlerExceptionTurnsCallersIntoServerDown) {
-    smarm_test::run([] {
-        auto ref = smarm::start<counter>();
-        auto m = smarm::monitor(ref.id);
-        EXPECT_EQ(smarm::call(ref, -1, 1s).error, smarm::call_error::server_down);
-        EXPECT_EQ(m.rx.recv()->reason, smarm::down_reason::panic);
-    });
+SMARM_TEST(GenServer, HandlerExceptionTurnsCallersIntoServerDown) {
+    auto ref = smarm::start<counter>();
+    auto m = smarm::monitor(ref.id);
+    EXPECT_EQ(smarm::call(ref, -1, 1s).error, smarm::call_error::server_down);
+    EXPECT_EQ(m.rx.recv()->reason, smarm::down_reason::panic);
 }
 
 struct ticker : smarm::gen_server<int, std::vector<std::uint64_t>> {
@@ -127,30 +131,28 @@ struct ticker : smarm::gen_server<int, std::vector<std::uint64_t>> {
     }
 };
 
-TEST(GenServer, TimersAfterEveryAndCancel) {
-    smarm_test::run([] {
-        auto ref = smarm::start<ticker>();
-        // Wait (generously) until the expected fires happened, then a bit
-        // longer to see that nothing else fires.
-        auto t0 = steady::now();
-        for (;;) {
-            auto r = smarm::call(ref, 0, 5s);
-            ASSERT_TRUE(r);
-            auto& f = *r.value;
-            if (std::count(f.begin(), f.end(), 1u) == 1 && std::count(f.begin(), f.end(), 2u) >= 3)
-                break;
-            ASSERT_LT(steady::now() - t0, 10s) << "timers never fired";
-            smarm::sleep(2ms);
-        }
-        smarm::sleep(20ms);
+SMARM_TEST(GenServer, TimersAfterEveryAndCancel) {
+    auto ref = smarm::start<ticker>();
+    // Wait (generously) until the expected fires happened, then a bit
+    // longer to see that nothing else fires.
+    auto t0 = steady::now();
+    for (;;) {
         auto r = smarm::call(ref, 0, 5s);
         ASSERT_TRUE(r);
         auto& f = *r.value;
-        EXPECT_EQ(std::count(f.begin(), f.end(), 1u), 1);
-        EXPECT_EQ(std::count(f.begin(), f.end(), 2u), 3) << "every, until cancelled";
-        EXPECT_EQ(std::count(f.begin(), f.end(), 3u), 0) << "cancelled before firing";
-        smarm::request_stop(ref.id);
-    });
+        if (std::count(f.begin(), f.end(), 1u) == 1 && std::count(f.begin(), f.end(), 2u) >= 3)
+            break;
+        ASSERT_LT(steady::now() - t0, 10s) << "timers never fired";
+        smarm::sleep(2ms);
+    }
+    smarm::sleep(20ms);
+    auto r = smarm::call(ref, 0, 5s);
+    ASSERT_TRUE(r);
+    auto& f = *r.value;
+    EXPECT_EQ(std::count(f.begin(), f.end(), 1u), 1);
+    EXPECT_EQ(std::count(f.begin(), f.end(), 2u), 3) << "every, until cancelled";
+    EXPECT_EQ(std::count(f.begin(), f.end(), 3u), 0) << "cancelled before firing";
+    smarm::request_stop(ref.id);
 }
 
 }  // namespace
@@ -172,25 +174,23 @@ struct batcher : smarm::gen_server<int, int, int> {
     }
 };
 
-TEST(GenServer, DeferredRepliesAreSentLater) {
-    smarm_test::run([] {
-        auto ref = smarm::start<batcher>();
-        std::vector<int> got(3, 0);
-        std::vector<smarm::join_handle> hs;
-        for (int i = 0; i < 3; ++i)
-            hs.push_back(smarm::spawn([&, i] { got[i] = *smarm::call(ref, i + 1, 10s).value; }));
-        for (auto& h : hs)
-            h.join();
-        EXPECT_EQ(got, (std::vector<int>{13, 23, 33})) << "each answered once all three were held";
-        // Dropping a held reply releases its caller.
-        smarm::call_result<int> r;
-        auto h = smarm::spawn([&] { r = smarm::call(ref, 5, 10s); });
-        auto m = smarm::monitor(ref.id);
-        smarm::request_stop(ref.id);
-        (void)m.rx.recv();
+SMARM_TEST(GenServer, DeferredRepliesAreSentLater) {
+    auto ref = smarm::start<batcher>();
+    std::vector<int> got(3, 0);
+    std::vector<smarm::join_handle> hs;
+    for (int i = 0; i < 3; ++i)
+        hs.push_back(smarm::spawn([&, i] { got[i] = *smarm::call(ref, i + 1, 10s).value; }));
+    for (auto& h : hs)
         h.join();
-        EXPECT_EQ(r.error, smarm::call_error::server_down);
-    });
+    EXPECT_EQ(got, (std::vector<int>{13, 23, 33})) << "each answered once all three were held";
+    // Dropping a held reply releases its caller.
+    smarm::call_result<int> r;
+    auto h = smarm::spawn([&] { r = smarm::call(ref, 5, 10s); });
+    auto m = smarm::monitor(ref.id);
+    smarm::request_stop(ref.id);
+    (void)m.rx.recv();
+    h.join();
+    EXPECT_EQ(r.error, smarm::call_error::server_down);
 }
 
 TEST(GenServer, DeferReplyOutsideACallIsAnError) {
@@ -223,14 +223,12 @@ struct rearmer : smarm::gen_server<int, int> {
     void handle_timer(std::uint64_t) override { ++fired; }
 };
 
-TEST(GenServer, AFireQueuedBeforeCancelIsNotTakenForTheRearmedTimer) {
-    smarm_test::run([] {
-        auto ref = smarm::start<rearmer>();
-        EXPECT_EQ(*smarm::call(ref, 1, 5s).value, 0);
-        // The server's loop has taken the queued fire by now.
-        EXPECT_EQ(*smarm::call(ref, 0, 5s).value, 0) << "the re-armed 10 s timer fired early";
-        smarm::request_stop(ref.id);
-    });
+SMARM_TEST(GenServer, AFireQueuedBeforeCancelIsNotTakenForTheRearmedTimer) {
+    auto ref = smarm::start<rearmer>();
+    EXPECT_EQ(*smarm::call(ref, 1, 5s).value, 0);
+    // The server's loop has taken the queued fire by now.
+    EXPECT_EQ(*smarm::call(ref, 0, 5s).value, 0) << "the re-armed 10 s timer fired early";
+    smarm::request_stop(ref.id);
 }
 
 // Calls answered through handles held across calls: n == 0 holds the call,

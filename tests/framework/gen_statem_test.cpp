@@ -189,177 +189,173 @@ std::vector<std::string> wait_for(const statem::ref<probe>& m, const std::string
     }
 }
 
-TEST(GenStatem, EnterRunsForInitialStateAndTransitionsOnly) {
-    smarm_test::run([] {
-        auto m = start_probe();
+/// Under a manual clock: true once `entry` is logged, time standing still
+/// (a fire already queued can reach the machine after a call sent later:
+/// they come on two channels).
+bool logged_without_time_passing(const statem::ref<probe>& m, const std::string& entry) {
+    for (int i = 0; i < 10'000; ++i) {
+        if (contains(log_of(m), entry)) return true;
+        smarm::yield_now();
+    }
+    return false;
+}
+
+SMARM_TEST(GenStatem, EnterRunsForInitialStateAndTransitionsOnly) {
+    auto m = start_probe();
+    statem::cast(m, stay_here{});
+    statem::cast(m, go_a{});  // same state: a stay, no enter
+    statem::cast(m, go_b{});
+    statem::cast(m, go_c{});
+    EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a", "enter@b", "enter@c"}));
+}
+
+SMARM_TEST(GenStatem, StateTimeoutArrivesAsAnEvent) {
+    auto m = start_probe();
+    statem::cast(m, arm_state{1ms});
+    wait_for(m, "st@a");
+}
+
+// Manual clock: the timeout fires at exactly 20 ms, stays or not.
+SMARM_TEST_CLOCK(GenStatem, StayKeepsTheStateTimeout) {
+    auto m = start_probe();
+    statem::cast(m, arm_state{20ms});
+    for (int i = 0; i < 10; ++i)
         statem::cast(m, stay_here{});
-        statem::cast(m, go_a{});  // same state: a stay, no enter
-        statem::cast(m, go_b{});
-        statem::cast(m, go_c{});
-        EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a", "enter@b", "enter@c"}));
-    });
+    statem::cast(m, go_a{});  // a -> a is a stay too
+    (void)log_of(m);          // every cast handled
+    clock.advance(19ms);
+    EXPECT_FALSE(contains(log_of(m), "st@a"));
+    clock.advance(1ms);
+    EXPECT_TRUE(logged_without_time_passing(m, "st@a"));
 }
 
-TEST(GenStatem, StateTimeoutArrivesAsAnEvent) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        statem::cast(m, arm_state{1ms});
-        wait_for(m, "st@a");
-    });
+SMARM_TEST_CLOCK(GenStatem, TransitionResetsTheStateTimeout) {
+    auto m = start_probe();
+    // One row arms a 1 ms state timeout and a 30 ms named probe, then moves
+    // to b: the state timeout must die with the transition even though it
+    // is due long before the probe (manual clock: both instants exact).
+    statem::cast(m, arm_both_go_b{"probe", 30ms});
+    (void)log_of(m);
+    clock.advance(1ms);
+    clock.advance(28ms);
+    EXPECT_FALSE(contains(log_of(m), "to probe@b"));
+    clock.advance(1ms);
+    EXPECT_TRUE(logged_without_time_passing(m, "to probe@b"));
+    auto log = log_of(m);
+    for (auto& e : log)
+        EXPECT_EQ(e.rfind("st@", 0), std::string::npos) << e;
 }
 
-TEST(GenStatem, StayKeepsTheStateTimeout) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        statem::cast(m, arm_state{20ms});
-        for (int i = 0; i < 10; ++i)
-            statem::cast(m, stay_here{});
-        statem::cast(m, go_a{});  // a -> a is a stay too
-        wait_for(m, "st@a");
-    });
+SMARM_TEST(GenStatem, NamedTimeoutsSurviveTransitionsAndCancelIndividually) {
+    auto m = start_probe();
+    statem::cast(m, arm_named{"long", 10s});
+    statem::cast(m, arm_both_go_b{"n1", 5ms});
+    wait_for(m, "to n1@b");  // armed in a, fired in b
+    statem::cast(m, go_c{});
+    statem::cast(m, cancel_named{"long"});
+    statem::cast(m, cancel_named{"long"});
+    auto log = wait_for(m, "cancel long none");
+    EXPECT_TRUE(contains(log, "cancel long pending"));
+    // Fires already queued when their timeouts are re-armed never arrive.
+    statem::cast(m, fire_then_rearm{"raced"});
+    statem::cast(m, arm_named{"after", 5ms});
+    log = wait_for(m, "to after@c");
+    EXPECT_TRUE(contains(log, "rearmed raced"));
+    EXPECT_FALSE(contains(log, "to raced@c"));
+    EXPECT_FALSE(contains(log, "st@c"));
+    statem::cast(m, cancel_named{"raced"});
+    EXPECT_TRUE(contains(wait_for(m, "cancel raced pending"), "rearmed raced"));
 }
 
-TEST(GenStatem, TransitionResetsTheStateTimeout) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        // One row arms a 1 ms state timeout and a 30 ms named probe, then
-        // moves to b: the state timeout must die with the transition even
-        // though it is due long before the probe.
-        statem::cast(m, arm_both_go_b{"probe", 30ms});
-        auto log = wait_for(m, "to probe@b");
-        for (auto& e : log)
-            EXPECT_EQ(e.rfind("st@", 0), std::string::npos) << e;
-    });
+SMARM_TEST(GenStatem, RearmingANameReplacesIt) {
+    auto m = start_probe();
+    statem::cast(m, arm_named{"t", 10s});
+    statem::cast(m, arm_named{"t", 1ms});
+    statem::cast(m, arm_named{"end", 50ms});
+    auto log = wait_for(m, "to end@a");
+    EXPECT_EQ(std::count(log.begin(), log.end(), "to t@a"), 1);
+    statem::cast(m, cancel_named{"t"});
+    EXPECT_TRUE(contains(wait_for(m, "cancel t none"), "to t@a"));
 }
 
-TEST(GenStatem, NamedTimeoutsSurviveTransitionsAndCancelIndividually) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        statem::cast(m, arm_named{"long", 10s});
-        statem::cast(m, arm_both_go_b{"n1", 5ms});
-        wait_for(m, "to n1@b");  // armed in a, fired in b
-        statem::cast(m, go_c{});
-        statem::cast(m, cancel_named{"long"});
-        statem::cast(m, cancel_named{"long"});
-        auto log = wait_for(m, "cancel long none");
-        EXPECT_TRUE(contains(log, "cancel long pending"));
-        // Fires already queued when their timeouts are re-armed never arrive.
-        statem::cast(m, fire_then_rearm{"raced"});
-        statem::cast(m, arm_named{"after", 5ms});
-        log = wait_for(m, "to after@c");
-        EXPECT_TRUE(contains(log, "rearmed raced"));
-        EXPECT_FALSE(contains(log, "to raced@c"));
-        EXPECT_FALSE(contains(log, "st@c"));
-        statem::cast(m, cancel_named{"raced"});
-        EXPECT_TRUE(contains(wait_for(m, "cancel raced pending"), "rearmed raced"));
-    });
+SMARM_TEST(GenStatem, PostponedEventsReplayFifoAheadOfNewInputAndMayPostponeAgain) {
+    auto m = start_probe();
+    statem::cast(m, x{1});
+    statem::cast(m, x{2});
+    statem::cast(m, go_b{});  // replayed in b: postponed again
+    statem::cast(m, y{});
+    statem::cast(m, go_c{});  // replayed in c: served, before the next y
+    statem::cast(m, y{});
+    EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a", "enter@b", "y@b", "enter@c", "x1@c",
+                                                   "x2@c", "y@c"}));
 }
 
-TEST(GenStatem, RearmingANameReplacesIt) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        statem::cast(m, arm_named{"t", 10s});
-        statem::cast(m, arm_named{"t", 1ms});
-        statem::cast(m, arm_named{"end", 50ms});
-        auto log = wait_for(m, "to end@a");
-        EXPECT_EQ(std::count(log.begin(), log.end(), "to t@a"), 1);
-        statem::cast(m, cancel_named{"t"});
-        EXPECT_TRUE(contains(wait_for(m, "cancel t none"), "to t@a"));
-    });
+SMARM_TEST(GenStatem, PostponedCallIsAnsweredByALaterState) {
+    auto m = start_probe();
+    std::optional<smarm::call_result<int>> got;
+    auto caller = smarm::spawn([&] { got = statem::call<ask>(m, 10s); });
+    wait_for(m, "ask postponed");
+    statem::cast(m, go_c{});
+    caller.join();
+    ASSERT_TRUE(got && *got);
+    EXPECT_EQ(*got->value, 3);
 }
 
-TEST(GenStatem, PostponedEventsReplayFifoAheadOfNewInputAndMayPostponeAgain) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        statem::cast(m, x{1});
-        statem::cast(m, x{2});
-        statem::cast(m, go_b{});  // replayed in b: postponed again
-        statem::cast(m, y{});
-        statem::cast(m, go_c{});  // replayed in c: served, before the next y
-        statem::cast(m, y{});
-        EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a", "enter@b", "y@b", "enter@c",
-                                                       "x1@c", "x2@c", "y@c"}));
-    });
+SMARM_TEST(GenStatem, HandlerExceptionReleasesQueuedAndPostponedCallers) {
+    auto m = start_probe();
+    std::optional<smarm::call_result<int>> postponed;
+    auto caller = smarm::spawn([&] { postponed = statem::call<ask>(m, 10s); });
+    wait_for(m, "ask postponed");
+    auto mon = smarm::monitor(m.id);
+    statem::cast(m, boom{});
+    auto queued = statem::call<get_log>(m, 10s);
+    caller.join();
+    EXPECT_EQ(queued.error, smarm::call_error::server_down);
+    ASSERT_TRUE(postponed);
+    EXPECT_EQ(postponed->error, smarm::call_error::server_down);
+    EXPECT_EQ(mon.rx.recv()->reason, smarm::down_reason::panic);
 }
 
-TEST(GenStatem, PostponedCallIsAnsweredByALaterState) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        std::optional<smarm::call_result<int>> got;
-        auto caller = smarm::spawn([&] { got = statem::call<ask>(m, 10s); });
-        wait_for(m, "ask postponed");
-        statem::cast(m, go_c{});
-        caller.join();
-        ASSERT_TRUE(got && *got);
-        EXPECT_EQ(*got->value, 3);
-    });
+SMARM_TEST(GenStatem, UnansweredCallFailsFastAndUnrepliedCallTimesOut) {
+    auto m = start_probe();
+    auto t0 = smarm_test::steady::now();
+    auto r = statem::call<refuse>(m, 10s);
+    EXPECT_EQ(r.error, smarm::call_error::server_down);
+    EXPECT_LT(smarm_test::since(t0), 5s);
+    auto h = statem::call<hold>(m, 20ms);
+    EXPECT_EQ(h.error, smarm::call_error::timeout);
 }
 
-TEST(GenStatem, HandlerExceptionReleasesQueuedAndPostponedCallers) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        std::optional<smarm::call_result<int>> postponed;
-        auto caller = smarm::spawn([&] { postponed = statem::call<ask>(m, 10s); });
-        wait_for(m, "ask postponed");
-        auto mon = smarm::monitor(m.id);
-        statem::cast(m, boom{});
-        auto queued = statem::call<get_log>(m, 10s);
-        caller.join();
-        EXPECT_EQ(queued.error, smarm::call_error::server_down);
-        ASSERT_TRUE(postponed);
-        EXPECT_EQ(postponed->error, smarm::call_error::server_down);
-        EXPECT_EQ(mon.rx.recv()->reason, smarm::down_reason::panic);
-    });
+SMARM_TEST(GenStatem, InfoWithoutARowIsDroppedAndStopEndsTheMachine) {
+    auto m = start_probe();
+    EXPECT_TRUE(statem::send_info(m, 7));
+    EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a"}));
+    auto mon = smarm::monitor(m.id);
+    statem::cast(m, quit{});
+    EXPECT_EQ(mon.rx.recv()->reason, smarm::down_reason::exit);
+    EXPECT_FALSE(statem::cast(m, y{}));
+    EXPECT_EQ(statem::call<get_log>(m, 1s).error, smarm::call_error::server_down);
 }
 
-TEST(GenStatem, UnansweredCallFailsFastAndUnrepliedCallTimesOut) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        auto t0 = smarm_test::steady::now();
-        auto r = statem::call<refuse>(m, 10s);
-        EXPECT_EQ(r.error, smarm::call_error::server_down);
-        EXPECT_LT(smarm_test::since(t0), 5s);
-        auto h = statem::call<hold>(m, 20ms);
-        EXPECT_EQ(h.error, smarm::call_error::timeout);
-    });
+SMARM_TEST(GenStatem, NamedMachineResolvesAtOnceAndRefusesADuplicate) {
+    constexpr smarm::name<event> door{"statem-door"};
+    auto m = statem::start_named<probe>(door, a{}, data{}, rows);
+    auto r = statem::call<get_log>(door, 10s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r.value, std::vector<std::string>{"enter@a"});
+    EXPECT_THROW((void)statem::start_named<probe>(door, a{}, data{}, rows), std::runtime_error);
+    smarm::request_stop(m.id);
 }
 
-TEST(GenStatem, InfoWithoutARowIsDroppedAndStopEndsTheMachine) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        EXPECT_TRUE(statem::send_info(m, 7));
-        EXPECT_EQ(log_of(m), (std::vector<std::string>{"enter@a"}));
-        auto mon = smarm::monitor(m.id);
-        statem::cast(m, quit{});
-        EXPECT_EQ(mon.rx.recv()->reason, smarm::down_reason::exit);
-        EXPECT_FALSE(statem::cast(m, y{}));
-        EXPECT_EQ(statem::call<get_log>(m, 1s).error, smarm::call_error::server_down);
-    });
-}
-
-TEST(GenStatem, NamedMachineResolvesAtOnceAndRefusesADuplicate) {
-    smarm_test::run([] {
-        constexpr smarm::name<event> door{"statem-door"};
-        auto m = statem::start_named<probe>(door, a{}, data{}, rows);
-        auto r = statem::call<get_log>(door, 10s);
-        ASSERT_TRUE(r);
-        EXPECT_EQ(*r.value, std::vector<std::string>{"enter@a"});
-        EXPECT_THROW((void)statem::start_named<probe>(door, a{}, data{}, rows), std::runtime_error);
-        smarm::request_stop(m.id);
-    });
-}
-
-TEST(GenStatem, StoppedMachineReleasesCallers) {
-    smarm_test::run([] {
-        auto m = start_probe();
-        std::optional<smarm::call_result<int>> got;
-        auto caller = smarm::spawn([&] { got = statem::call<ask>(m, 10s); });
-        wait_for(m, "ask postponed");
-        smarm::request_stop(m.id);
-        caller.join();
-        ASSERT_TRUE(got);
-        EXPECT_EQ(got->error, smarm::call_error::server_down);
-    });
+SMARM_TEST(GenStatem, StoppedMachineReleasesCallers) {
+    auto m = start_probe();
+    std::optional<smarm::call_result<int>> got;
+    auto caller = smarm::spawn([&] { got = statem::call<ask>(m, 10s); });
+    wait_for(m, "ask postponed");
+    smarm::request_stop(m.id);
+    caller.join();
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->error, smarm::call_error::server_down);
 }
 
 // A hand-written machine: sums events until a negative one, which reports
@@ -382,15 +378,13 @@ struct summer {
     }
 };
 
-TEST(GenStatem, HandWrittenMachine) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto m = statem::start<summer>(tx);
-        statem::cast(m, 2);
-        statem::cast(m, 3);
-        statem::cast(m, -1);
-        EXPECT_EQ(rx.recv(), 51);  // sum 5, entered once
-    });
+SMARM_TEST(GenStatem, HandWrittenMachine) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto m = statem::start<summer>(tx);
+    statem::cast(m, 2);
+    statem::cast(m, 3);
+    statem::cast(m, -1);
+    EXPECT_EQ(rx.recv(), 51);  // sum 5, entered once
 }
 
 }  // namespace

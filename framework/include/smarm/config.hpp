@@ -7,6 +7,8 @@
 
 namespace smarm {
 
+class clock_source;
+
 /// How sockets are registered with epoll (see README: IO benchmarks).
 enum class socket_registration { persistent, oneshot };
 
@@ -25,6 +27,7 @@ enum class socket_registration { persistent, oneshot };
 /// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
 /// | `blocking_threads` | threads of the pool that runs blocking calls (`block_on_io`) | 2 | 1..1024 |
 /// | `sockets` | how sockets are registered with epoll (socket_registration) | persistent | — |
+/// | `clock` | where timers, timeouts and deadlines take their time (clock.hpp; e.g. a manual_clock in tests); not owned, must outlive run() | null = steady_clock | — |
 ///
 /// Preemption precision: an observation point reads the clock only every
 /// few points, at a pace learned per actor (about 32 reads per slice, at
@@ -50,6 +53,7 @@ struct runtime_config {
     std::uint32_t alloc_check_interval = 0;
     unsigned blocking_threads = 2;
     socket_registration sockets = socket_registration::persistent;
+    const clock_source* clock = nullptr;
 };
 
 }  // namespace smarm

@@ -158,9 +158,9 @@ call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send
             }
         }
     } guard{c, id};
-    // The deadline is kept as (ticks at the start, timeout): the clock is
-    // read only if the wait ever needs its timer.
-    const std::uint64_t begun = ticks();
+    // The deadline is kept as (the wait's start moment, timeout): the clock
+    // is read only if the wait ever needs its timer.
+    const std::uint64_t begun = wait_moment();
     if (!send_request(reply_to<Reply>(c, id))) return {std::nullopt, call_error::server_down};
     bool woken = false;
     for (;;) {

@@ -14,6 +14,7 @@
 // `park()` throws smarm::stopped if a stop was requested for the actor;
 // primitives that keep state about the waiter clean it up with RAII.
 
+#include <smarm/clock.hpp>
 #include <smarm/pid.hpp>
 
 #include <atomic>
@@ -24,7 +25,29 @@
 
 namespace smarm::detail {
 
-using clock = std::chrono::steady_clock;
+/// The runtime's clock source while a run uses one (clock.hpp), else null.
+/// acquire/release: a reader that sees the source sees it constructed.
+inline std::atomic<const clock_source*> clock_override{nullptr};
+
+/// The runtime's clock: steady_clock, or the run's clock_source. Its
+/// time_point is steady_clock's, so deadlines pass through public APIs
+/// typed with steady_clock unchanged.
+struct clock {
+    using duration = std::chrono::steady_clock::duration;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::steady_clock::time_point;
+    static constexpr bool is_steady = true;
+    static time_point now() noexcept {
+        if (const clock_source* c = clock_override.load(std::memory_order_acquire)) [[unlikely]]
+            return c->now();
+        return std::chrono::steady_clock::now();
+    }
+    /// A clock_source is in use (timed waits then arm at once, in its time).
+    static bool overridden() noexcept {
+        return clock_override.load(std::memory_order_relaxed) != nullptr;
+    }
+};
 
 /// The running actor's pid; throws std::logic_error naming `call` when the
 /// caller is not an actor (outside smarm::run or on a foreign thread).
@@ -125,7 +148,14 @@ bool disarm_timer(std::uint64_t id) noexcept;
 /// The runtime's tick counter (the TSC where there is one): monotonic and
 /// far cheaper than reading the clock.
 std::uint64_t ticks() noexcept;
-/// The steady-clock time `d` after the moment ticks() returned `at`
+/// The moment a timed wait begins, for deadline_after: ticks(), or under a
+/// clock_source its time in nanoseconds (ticks keep real time).
+inline std::uint64_t wait_moment() noexcept {
+    if (const clock_source* c = clock_override.load(std::memory_order_acquire)) [[unlikely]]
+        return static_cast<std::uint64_t>(c->now().time_since_epoch().count());
+    return ticks();
+}
+/// The clock's time `d` after the moment wait_moment() returned `at`
 /// (saturating at time_point::max()).
 clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept;
 /// A deferred wake timer for the current actor's open wait `epoch`, due `d`

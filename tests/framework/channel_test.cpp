@@ -15,22 +15,20 @@ using steady = smarm_test::steady;
 
 namespace {
 
-TEST(Channel, FifoAndCloseAfterDrain) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto h = smarm::spawn([tx = std::move(tx)] {
-            for (int i = 0; i < 1000; ++i)
-                ASSERT_TRUE(tx.send(i).ok());
-        });
-        for (int i = 0; i < 1000; ++i) {
-            auto v = rx.recv();
-            ASSERT_TRUE(v.has_value());
-            EXPECT_EQ(*v, i);
-        }
-        h.join();
-        EXPECT_FALSE(rx.recv().has_value()) << "closed and drained";
-        EXPECT_EQ(rx.try_recv().status, smarm::recv_status::closed);
+SMARM_TEST(Channel, FifoAndCloseAfterDrain) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto h = smarm::spawn([tx = std::move(tx)] {
+        for (int i = 0; i < 1000; ++i)
+            ASSERT_TRUE(tx.send(i).ok());
     });
+    for (int i = 0; i < 1000; ++i) {
+        auto v = rx.recv();
+        ASSERT_TRUE(v.has_value());
+        EXPECT_EQ(*v, i);
+    }
+    h.join();
+    EXPECT_FALSE(rx.recv().has_value()) << "closed and drained";
+    EXPECT_EQ(rx.try_recv().status, smarm::recv_status::closed);
 }
 
 TEST(Channel, SendToDroppedReceiverHandsTheMessageBack) {
@@ -52,27 +50,23 @@ TEST(Channel, ReceiverDestructionReleasesQueuedValuesAtOnce) {
     EXPECT_EQ(v.use_count(), 1) << "queued values must be destroyed with the receiver";
 }
 
-TEST(Channel, TryRecvNeverParks) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        EXPECT_EQ(rx.try_recv().status, smarm::recv_status::empty);
-        (void)tx.send(3);
-        auto r = rx.try_recv();
-        ASSERT_TRUE(r);
-        EXPECT_EQ(*r.value, 3);
-    });
+SMARM_TEST(Channel, TryRecvNeverParks) {
+    auto [tx, rx] = smarm::channel<int>();
+    EXPECT_EQ(rx.try_recv().status, smarm::recv_status::empty);
+    (void)tx.send(3);
+    auto r = rx.try_recv();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r.value, 3);
 }
 
-TEST(Channel, RecvTimeoutTimesOutNeverEarly) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto t0 = steady::now();
-        auto r = rx.recv_timeout(20ms);
-        EXPECT_EQ(r.status, smarm::recv_status::timeout);
-        EXPECT_GE(steady::now() - t0, 20ms);
-        EXPECT_LT(steady::now() - t0, 2s);
-        (void)tx;
-    });
+SMARM_TEST(Channel, RecvTimeoutTimesOutNeverEarly) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto t0 = steady::now();
+    auto r = rx.recv_timeout(20ms);
+    EXPECT_EQ(r.status, smarm::recv_status::timeout);
+    EXPECT_GE(steady::now() - t0, 20ms);
+    EXPECT_LT(steady::now() - t0, 2s);
+    (void)tx;
 }
 
 TEST(Channel, RecvTimeoutMessageRacingTheDeadlineWins) {
@@ -95,56 +89,47 @@ TEST(Channel, RecvTimeoutMessageRacingTheDeadlineWins) {
         1);
 }
 
-TEST(Channel, RecvTimeoutReportsClosed) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        smarm::spawn([tx = std::move(tx)] { smarm::sleep(2ms); }).detach();
-        EXPECT_EQ(rx.recv_timeout(10s).status, smarm::recv_status::closed);
-    });
+SMARM_TEST(Channel, RecvTimeoutReportsClosed) {
+    auto [tx, rx] = smarm::channel<int>();
+    smarm::spawn([tx = std::move(tx)] { smarm::sleep(2ms); }).detach();
+    EXPECT_EQ(rx.recv_timeout(10s).status, smarm::recv_status::closed);
 }
 
-TEST(Channel, RecvMatchSkipsAndKeepsOrder) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        for (int i : {1, 2, 3, 4})
-            (void)tx.send(i);
-        auto even = rx.recv_match([](int v) { return v % 2 == 0; });
-        EXPECT_EQ(*even, 2);
-        EXPECT_EQ(rx.try_recv_match([](int v) { return v > 10; }).status,
-                  smarm::recv_status::empty);
-        EXPECT_EQ(*rx.recv(), 1);
-        EXPECT_EQ(*rx.recv(), 3);
-        EXPECT_EQ(*rx.recv(), 4);
-    });
+SMARM_TEST(Channel, RecvMatchSkipsAndKeepsOrder) {
+    auto [tx, rx] = smarm::channel<int>();
+    for (int i : {1, 2, 3, 4})
+        (void)tx.send(i);
+    auto even = rx.recv_match([](int v) { return v % 2 == 0; });
+    EXPECT_EQ(*even, 2);
+    EXPECT_EQ(rx.try_recv_match([](int v) { return v > 10; }).status, smarm::recv_status::empty);
+    EXPECT_EQ(*rx.recv(), 1);
+    EXPECT_EQ(*rx.recv(), 3);
+    EXPECT_EQ(*rx.recv(), 4);
 }
 
-TEST(Channel, RecvMatchParkedOnNonMatchingSeesClosure) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        (void)tx.send(1);
-        smarm::spawn([tx = std::move(tx)] { smarm::sleep(2ms); }).detach();
-        auto v = rx.recv_match([](int v) { return v == 42; });
-        EXPECT_FALSE(v.has_value());
-    });
+SMARM_TEST(Channel, RecvMatchParkedOnNonMatchingSeesClosure) {
+    auto [tx, rx] = smarm::channel<int>();
+    (void)tx.send(1);
+    smarm::spawn([tx = std::move(tx)] { smarm::sleep(2ms); }).detach();
+    auto v = rx.recv_match([](int v) { return v == 42; });
+    EXPECT_FALSE(v.has_value());
 }
 
-TEST(Channel, TwoActorsReceivingOnOneChannelIsAnError) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto first = smarm::spawn([&rx = rx] { (void)rx.recv(); });
-        smarm::sleep(5ms);  // first is parked in recv
-        auto second = smarm::spawn([&rx = rx] { (void)rx.recv(); });
-        auto o = second.join();
-        ASSERT_EQ(o.kind, smarm::exit_kind::panic);
-        try {
-            std::rethrow_exception(o.error);
-        } catch (const std::logic_error& e) {
-            EXPECT_NE(std::string(e.what()).find("exactly one receiving actor"), std::string::npos)
-                << e.what();
-        }
-        (void)tx.send(1);
-        EXPECT_EQ(first.join().kind, smarm::exit_kind::exit);
-    });
+SMARM_TEST(Channel, TwoActorsReceivingOnOneChannelIsAnError) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto first = smarm::spawn([&rx = rx] { (void)rx.recv(); });
+    smarm::sleep(5ms);  // first is parked in recv
+    auto second = smarm::spawn([&rx = rx] { (void)rx.recv(); });
+    auto o = second.join();
+    ASSERT_EQ(o.kind, smarm::exit_kind::panic);
+    try {
+        std::rethrow_exception(o.error);
+    } catch (const std::logic_error& e) {
+        EXPECT_NE(std::string(e.what()).find("exactly one receiving actor"), std::string::npos)
+            << e.what();
+    }
+    (void)tx.send(1);
+    EXPECT_EQ(first.join().kind, smarm::exit_kind::exit);
 }
 
 // Waits (yielding) until `p` is parked.
@@ -224,35 +209,31 @@ TEST(Channel, ARecvWokenByADeferredStopParksAgainAndReceives) {
         1);
 }
 
-TEST(Channel, SendFromForeignThread) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        std::thread t([tx = std::move(tx)] {
-            std::this_thread::sleep_for(5ms);
-            (void)tx.send(99);
-        });
-        EXPECT_EQ(*rx.recv(), 99);
-        t.join();
+SMARM_TEST(Channel, SendFromForeignThread) {
+    auto [tx, rx] = smarm::channel<int>();
+    std::thread t([tx = std::move(tx)] {
+        std::this_thread::sleep_for(5ms);
+        (void)tx.send(99);
     });
+    EXPECT_EQ(*rx.recv(), 99);
+    t.join();
 }
 
-TEST(Channel, PingPongManyRounds) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto [btx, brx] = smarm::channel<int>();
-        auto h = smarm::spawn([arx = std::move(arx), btx = std::move(btx)] {
-            while (auto v = arx.recv())
-                (void)btx.send(*v + 1);
-        });
-        int v = 0;
-        for (int i = 0; i < 100000; ++i) {
-            (void)atx.send(v);
-            v = *brx.recv();
-        }
-        EXPECT_EQ(v, 100000);
-        { auto close = std::move(atx); }
-        h.join();
+SMARM_TEST(Channel, PingPongManyRounds) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    auto h = smarm::spawn([arx = std::move(arx), btx = std::move(btx)] {
+        while (auto v = arx.recv())
+            (void)btx.send(*v + 1);
     });
+    int v = 0;
+    for (int i = 0; i < 100000; ++i) {
+        (void)atx.send(v);
+        v = *brx.recv();
+    }
+    EXPECT_EQ(v, 100000);
+    { auto close = std::move(atx); }
+    h.join();
 }
 
 }  // namespace

@@ -13,114 +13,105 @@ using namespace std::chrono_literals;
 
 namespace {
 
-TEST(Introspect, SnapshotSeesParkedChildrenWithParentage) {
-    smarm_test::run([] {
-        smarm::pid me = smarm::self_pid();
-        std::vector<smarm::sender<int>> txs;
-        std::vector<smarm::join_handle> hs;
-        for (int i = 0; i < 3; ++i) {
-            auto [tx, rx] = smarm::channel<int>();
-            txs.push_back(std::move(tx));
-            // Work-first spawn: each child is parked in recv when spawn returns.
-            hs.push_back(smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); }));
-        }
-        auto s = smarm::introspect::take_snapshot();
-        EXPECT_EQ(s.version, smarm::introspect::format_version);
-        int children = 0;
-        for (auto& a : s.actors) {
-            if (a.parent == me) {
-                ++children;
-                EXPECT_EQ(a.state, "parked");
-            }
-        }
-        EXPECT_EQ(children, 3);
-        auto info = smarm::introspect::info(hs[0].id());
-        ASSERT_TRUE(info.has_value());
-        EXPECT_EQ(info->parent, me);
-        EXPECT_FALSE(smarm::introspect::info(smarm::pid{hs[0].id().index, 12345}).has_value());
-
-        auto forest = smarm::introspect::tree();
-        ASSERT_EQ(forest.size(), 1u);
-        EXPECT_EQ(forest[0].actor.id, me);
-        EXPECT_EQ(forest[0].children.size(), 3u);
-        auto text = smarm::introspect::render_tree(forest);
-        EXPECT_NE(text.find(me.to_string()), std::string::npos);
-        txs.clear();
-        for (auto& h : hs)
-            h.join();
-    });
-}
-
-TEST(Introspect, OrphansAreReRootedAndFlagged) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<smarm::pid>();
-        auto [gotx, gorx] = smarm::channel<int>();
-        smarm::spawn([tx = std::move(tx), go = std::move(gorx)]() mutable {
-            auto child = smarm::spawn([go = std::move(go)] { (void)go.recv(); });
-            (void)tx.send(child.id());
-            child.detach();
-        }).join();  // the parent is gone; its child lives on
-        smarm::pid orphan = *rx.recv();
-        auto forest = smarm::introspect::tree();
-        auto it = std::find_if(forest.begin(), forest.end(),
-                               [&](auto& n) { return n.actor.id == orphan; });
-        ASSERT_NE(it, forest.end());
-        EXPECT_TRUE(it->orphan);
-        (void)gotx.send(1);
-    });
-}
-
-TEST(Introspect, MessagesReceivedAreCounted) {
-    smarm_test::run([] {
+SMARM_TEST(Introspect, SnapshotSeesParkedChildrenWithParentage) {
+    smarm::pid me = smarm::self_pid();
+    std::vector<smarm::sender<int>> txs;
+    std::vector<smarm::join_handle> hs;
+    for (int i = 0; i < 3; ++i) {
         auto [tx, rx] = smarm::channel<int>();
-        for (int i = 0; i < 5; ++i)
-            (void)tx.send(i);
-        for (int i = 0; i < 5; ++i)
-            (void)rx.recv();
-        auto me = smarm::introspect::info(smarm::self_pid());
-        ASSERT_TRUE(me.has_value());
-        EXPECT_EQ(me->messages_received, 5u);
-    });
+        txs.push_back(std::move(tx));
+        // Work-first spawn: each child is parked in recv when spawn returns.
+        hs.push_back(smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); }));
+    }
+    auto s = smarm::introspect::take_snapshot();
+    EXPECT_EQ(s.version, smarm::introspect::format_version);
+    int children = 0;
+    for (auto& a : s.actors) {
+        if (a.parent == me) {
+            ++children;
+            EXPECT_EQ(a.state, "parked");
+        }
+    }
+    EXPECT_EQ(children, 3);
+    auto info = smarm::introspect::info(hs[0].id());
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(info->parent, me);
+    EXPECT_FALSE(smarm::introspect::info(smarm::pid{hs[0].id().index, 12345}).has_value());
+
+    auto forest = smarm::introspect::tree();
+    ASSERT_EQ(forest.size(), 1u);
+    EXPECT_EQ(forest[0].actor.id, me);
+    EXPECT_EQ(forest[0].children.size(), 3u);
+    auto text = smarm::introspect::render_tree(forest);
+    EXPECT_NE(text.find(me.to_string()), std::string::npos);
+    txs.clear();
+    for (auto& h : hs)
+        h.join();
 }
 
-TEST(Introspect, AParkedJoinerIsCountedAndGoneWithItsTarget) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto target = smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); });
-        const smarm::pid target_id = target.id();
-        auto joiner = smarm::spawn([h = std::move(target)]() mutable {
-            EXPECT_EQ(h.join().kind, smarm::exit_kind::exit);
-        });
-        // The joiner's only park is its join.
-        for (int i = 0; i < 100000; ++i) {
-            auto j = smarm::introspect::info(joiner.id());
-            if (j && j->state == "parked") break;
-            smarm::yield_now();
-        }
-        auto t = smarm::introspect::info(target_id);
-        ASSERT_TRUE(t.has_value());
-        EXPECT_EQ(t->joiners, 1u);
-        (void)tx.send(1);
-        joiner.join();
-        EXPECT_FALSE(smarm::introspect::info(target_id).has_value());
-        // New tenants of the recycled slots start with clean counts.
-        std::vector<smarm::sender<int>> txs;
-        std::vector<smarm::join_handle> hs;
-        for (int i = 0; i < 4; ++i) {
-            auto [ktx, krx] = smarm::channel<int>();
-            txs.push_back(std::move(ktx));
-            hs.push_back(smarm::spawn([krx = std::move(krx)] { (void)krx.recv(); }));
-        }
-        for (auto& h : hs) {
-            auto k = smarm::introspect::info(h.id());
-            ASSERT_TRUE(k.has_value());
-            EXPECT_EQ(k->joiners, 0u);
-            EXPECT_EQ(k->messages_received, 0u);
-        }
-        txs.clear();
-        for (auto& h : hs)
-            h.join();
-    });
+SMARM_TEST(Introspect, OrphansAreReRootedAndFlagged) {
+    auto [tx, rx] = smarm::channel<smarm::pid>();
+    auto [gotx, gorx] = smarm::channel<int>();
+    smarm::spawn([tx = std::move(tx), go = std::move(gorx)]() mutable {
+        auto child = smarm::spawn([go = std::move(go)] { (void)go.recv(); });
+        (void)tx.send(child.id());
+        child.detach();
+    }).join();  // the parent is gone; its child lives on
+    smarm::pid orphan = *rx.recv();
+    auto forest = smarm::introspect::tree();
+    auto it =
+        std::find_if(forest.begin(), forest.end(), [&](auto& n) { return n.actor.id == orphan; });
+    ASSERT_NE(it, forest.end());
+    EXPECT_TRUE(it->orphan);
+    (void)gotx.send(1);
+}
+
+SMARM_TEST(Introspect, MessagesReceivedAreCounted) {
+    auto [tx, rx] = smarm::channel<int>();
+    for (int i = 0; i < 5; ++i)
+        (void)tx.send(i);
+    for (int i = 0; i < 5; ++i)
+        (void)rx.recv();
+    auto me = smarm::introspect::info(smarm::self_pid());
+    ASSERT_TRUE(me.has_value());
+    EXPECT_EQ(me->messages_received, 5u);
+}
+
+SMARM_TEST(Introspect, AParkedJoinerIsCountedAndGoneWithItsTarget) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto target = smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); });
+    const smarm::pid target_id = target.id();
+    auto joiner = smarm::spawn(
+        [h = std::move(target)]() mutable { EXPECT_EQ(h.join().kind, smarm::exit_kind::exit); });
+    // The joiner's only park is its join.
+    for (int i = 0; i < 100000; ++i) {
+        auto j = smarm::introspect::info(joiner.id());
+        if (j && j->state == "parked") break;
+        smarm::yield_now();
+    }
+    auto t = smarm::introspect::info(target_id);
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->joiners, 1u);
+    (void)tx.send(1);
+    joiner.join();
+    EXPECT_FALSE(smarm::introspect::info(target_id).has_value());
+    // New tenants of the recycled slots start with clean counts.
+    std::vector<smarm::sender<int>> txs;
+    std::vector<smarm::join_handle> hs;
+    for (int i = 0; i < 4; ++i) {
+        auto [ktx, krx] = smarm::channel<int>();
+        txs.push_back(std::move(ktx));
+        hs.push_back(smarm::spawn([krx = std::move(krx)] { (void)krx.recv(); }));
+    }
+    for (auto& h : hs) {
+        auto k = smarm::introspect::info(h.id());
+        ASSERT_TRUE(k.has_value());
+        EXPECT_EQ(k->joiners, 0u);
+        EXPECT_EQ(k->messages_received, 0u);
+    }
+    txs.clear();
+    for (auto& h : hs)
+        h.join();
 }
 
 void step_a() {

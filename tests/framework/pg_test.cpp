@@ -31,64 +31,58 @@ smarm::join_handle member(smarm::sender<std::pair<smarm::pid, int>> report,
     });
 }
 
-TEST(Pg, JoinMembersDispatchRoundRobin) {
-    smarm_test::run([] {
-        auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
-        auto [jtx, jrx] = smarm::channel<int>();
-        std::vector<smarm::join_handle> hs;
-        for (int i = 0; i < 3; ++i)
-            hs.push_back(member(rtx, jtx));
-        for (int i = 0; i < 3; ++i)
-            (void)jrx.recv();
-        EXPECT_EQ(smarm::members(workers).size(), 3u) << "join is idempotent";
-        std::set<smarm::pid> got;
-        for (int i = 0; i < 3; ++i)
-            EXPECT_TRUE(smarm::dispatch(workers, i).ok());
-        for (int i = 0; i < 3; ++i)
-            got.insert(rrx.recv()->first);
-        EXPECT_EQ(got.size(), 3u) << "round robin reaches every member";
-        for (int i = 0; i < 3; ++i)
-            (void)smarm::dispatch(workers, -1);
-        for (auto& h : hs)
-            h.join();
-    });
-}
-
-TEST(Pg, DeadMemberIsNeverReturnedAndEvictedFromEveryGroup) {
-    smarm_test::run([] {
-        auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
-        auto [jtx, jrx] = smarm::channel<int>();
-        auto a = member(rtx, jtx);
-        auto b = member(rtx, jtx);
+SMARM_TEST(Pg, JoinMembersDispatchRoundRobin) {
+    auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
+    auto [jtx, jrx] = smarm::channel<int>();
+    std::vector<smarm::join_handle> hs;
+    for (int i = 0; i < 3; ++i)
+        hs.push_back(member(rtx, jtx));
+    for (int i = 0; i < 3; ++i)
         (void)jrx.recv();
-        (void)jrx.recv();
-        smarm::pid dead = a.id();
-        smarm::request_stop(dead);
-        a.join();
-        auto ms = smarm::members(workers);
-        EXPECT_EQ(ms.size(), 1u);
-        EXPECT_EQ(std::count(ms.begin(), ms.end(), dead), 0);
-        EXPECT_EQ(smarm::members(other).size(), 1u) << "evicted from every group";
-        for (int i = 0; i < 10; ++i)
-            EXPECT_NE(smarm::pick(workers), dead);
+    EXPECT_EQ(smarm::members(workers).size(), 3u) << "join is idempotent";
+    std::set<smarm::pid> got;
+    for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(smarm::dispatch(workers, i).ok());
+    for (int i = 0; i < 3; ++i)
+        got.insert(rrx.recv()->first);
+    EXPECT_EQ(got.size(), 3u) << "round robin reaches every member";
+    for (int i = 0; i < 3; ++i)
         (void)smarm::dispatch(workers, -1);
-        b.join();
-        auto r = smarm::dispatch(workers, 7);
-        EXPECT_EQ(r.error, smarm::name_error::no_member);
-        EXPECT_EQ(r.returned, 7);
-    });
+    for (auto& h : hs)
+        h.join();
 }
 
-TEST(Pg, LeaveRemovesOnlyTheCaller) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        smarm::join(workers, tx);
-        EXPECT_EQ(smarm::members(workers).size(), 1u);
-        EXPECT_TRUE(smarm::leave(workers));
-        EXPECT_FALSE(smarm::leave(workers));
-        EXPECT_TRUE(smarm::members(workers).empty());
-        EXPECT_FALSE(smarm::pick(workers).has_value());
-    });
+SMARM_TEST(Pg, DeadMemberIsNeverReturnedAndEvictedFromEveryGroup) {
+    auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
+    auto [jtx, jrx] = smarm::channel<int>();
+    auto a = member(rtx, jtx);
+    auto b = member(rtx, jtx);
+    (void)jrx.recv();
+    (void)jrx.recv();
+    smarm::pid dead = a.id();
+    smarm::request_stop(dead);
+    a.join();
+    auto ms = smarm::members(workers);
+    EXPECT_EQ(ms.size(), 1u);
+    EXPECT_EQ(std::count(ms.begin(), ms.end(), dead), 0);
+    EXPECT_EQ(smarm::members(other).size(), 1u) << "evicted from every group";
+    for (int i = 0; i < 10; ++i)
+        EXPECT_NE(smarm::pick(workers), dead);
+    (void)smarm::dispatch(workers, -1);
+    b.join();
+    auto r = smarm::dispatch(workers, 7);
+    EXPECT_EQ(r.error, smarm::name_error::no_member);
+    EXPECT_EQ(r.returned, 7);
+}
+
+SMARM_TEST(Pg, LeaveRemovesOnlyTheCaller) {
+    auto [tx, rx] = smarm::channel<int>();
+    smarm::join(workers, tx);
+    EXPECT_EQ(smarm::members(workers).size(), 1u);
+    EXPECT_TRUE(smarm::leave(workers));
+    EXPECT_FALSE(smarm::leave(workers));
+    EXPECT_TRUE(smarm::members(workers).empty());
+    EXPECT_FALSE(smarm::pick(workers).has_value());
 }
 
 }  // namespace

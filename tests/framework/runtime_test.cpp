@@ -17,28 +17,24 @@ using steady = smarm_test::steady;
 
 namespace {
 
-TEST(Runtime, SpawnJoinReportsExitPanicAndStopped) {
-    smarm_test::run([] {
-        auto ok = smarm::spawn([] {});
-        auto bad = smarm::spawn([] { throw std::runtime_error("boom"); });
-        auto stop = smarm::spawn([] { throw smarm::stopped{}; });
-        EXPECT_EQ(ok.join().kind, smarm::exit_kind::exit);
-        auto o = bad.join();
-        ASSERT_EQ(o.kind, smarm::exit_kind::panic);
-        EXPECT_THROW(o.rethrow_if_panic(), std::runtime_error);
-        EXPECT_EQ(stop.join().kind, smarm::exit_kind::stopped);
-    });
+SMARM_TEST(Runtime, SpawnJoinReportsExitPanicAndStopped) {
+    auto ok = smarm::spawn([] {});
+    auto bad = smarm::spawn([] { throw std::runtime_error("boom"); });
+    auto stop = smarm::spawn([] { throw smarm::stopped{}; });
+    EXPECT_EQ(ok.join().kind, smarm::exit_kind::exit);
+    auto o = bad.join();
+    ASSERT_EQ(o.kind, smarm::exit_kind::panic);
+    EXPECT_THROW(o.rethrow_if_panic(), std::runtime_error);
+    EXPECT_EQ(stop.join().kind, smarm::exit_kind::stopped);
 }
 
-TEST(Runtime, SelfPidIsStableAndDistinct) {
-    smarm_test::run([] {
-        smarm::pid me = smarm::self_pid();
-        EXPECT_TRUE(me.valid());
-        std::atomic<bool> distinct{false};
-        smarm::spawn([&] { distinct = smarm::self_pid() != me; }).join();
-        EXPECT_TRUE(distinct.load());
-        EXPECT_EQ(smarm::self_pid(), me);
-    });
+SMARM_TEST(Runtime, SelfPidIsStableAndDistinct) {
+    smarm::pid me = smarm::self_pid();
+    EXPECT_TRUE(me.valid());
+    std::atomic<bool> distinct{false};
+    smarm::spawn([&] { distinct = smarm::self_pid() != me; }).join();
+    EXPECT_TRUE(distinct.load());
+    EXPECT_EQ(smarm::self_pid(), me);
 }
 
 TEST(Runtime, ActorOnlyCallsOutsideRunAreClearErrors) {
@@ -110,98 +106,84 @@ TEST(Runtime, RunTwiceSequentially) {
     }
 }
 
-TEST(Runtime, SleepFiresUnderSaturation) {
-    smarm_test::run(
-        [] {
-            std::atomic<bool> stop{false};
-            std::vector<smarm::join_handle> spinners;
-            for (int i = 0; i < 8; ++i)
-                spinners.push_back(smarm::spawn([&] {
-                    auto t0 = steady::now();
-                    while (!stop.load(std::memory_order_relaxed) && steady::now() - t0 < 5s)
-                        smarm::yield_now();
-                }));
+SMARM_TEST_N(Runtime, SleepFiresUnderSaturation, 4) {
+    std::atomic<bool> stop{false};
+    std::vector<smarm::join_handle> spinners;
+    for (int i = 0; i < 8; ++i)
+        spinners.push_back(smarm::spawn([&] {
             auto t0 = steady::now();
-            smarm::sleep(10ms);
-            auto dt = steady::now() - t0;
-            stop = true;
-            for (auto& s : spinners)
-                s.join();
-            EXPECT_GE(dt, 10ms);
-            EXPECT_LT(dt, 500ms) << "busy-path timer firing is broken";
-        },
-        4);
+            while (!stop.load(std::memory_order_relaxed) && steady::now() - t0 < 5s)
+                smarm::yield_now();
+        }));
+    auto t0 = steady::now();
+    smarm::sleep(10ms);
+    auto dt = steady::now() - t0;
+    stop = true;
+    for (auto& s : spinners)
+        s.join();
+    EXPECT_GE(dt, 10ms);
+    EXPECT_LT(dt, 500ms) << "busy-path timer firing is broken";
 }
 
-TEST(Runtime, SubMillisecondSleepIsPrompt) {
-    smarm_test::run([] {
-        smarm::sleep(500us);  // warm
-        auto t0 = steady::now();
-        smarm::sleep(500us);
-        auto dt = steady::now() - t0;
-        EXPECT_GE(dt, 400us);
-        EXPECT_LT(dt, 100ms);
+SMARM_TEST(Runtime, SubMillisecondSleepIsPrompt) {
+    smarm::sleep(500us);  // warm
+    auto t0 = steady::now();
+    smarm::sleep(500us);
+    auto dt = steady::now() - t0;
+    EXPECT_GE(dt, 400us);
+    EXPECT_LT(dt, 100ms);
+}
+
+SMARM_TEST(Runtime, RequestStopParkedActor) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto h = smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); });
+    smarm::sleep(5ms);
+    EXPECT_TRUE(smarm::request_stop(h.id()));
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+    (void)tx;
+}
+
+SMARM_TEST(Runtime, RequestStopSleepingActor) {
+    auto h = smarm::spawn([] { smarm::sleep(60s); });
+    smarm::sleep(2ms);
+    auto t0 = steady::now();
+    EXPECT_TRUE(smarm::request_stop(h.id()));
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+    EXPECT_LT(steady::now() - t0, 5s);
+}
+
+SMARM_TEST(Runtime, RequestStopSpinningActorAtCheck) {
+    std::atomic<bool> spinning{false};
+    auto h = smarm::spawn([&] {
+        spinning = true;
+        for (;;)
+            SMARM_CHECK();
     });
+    while (!spinning)
+        smarm::yield_now();
+    EXPECT_TRUE(smarm::request_stop(h.id()));
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
 }
 
-TEST(Runtime, RequestStopParkedActor) {
-    smarm_test::run([] {
-        auto [tx, rx] = smarm::channel<int>();
-        auto h = smarm::spawn([rx = std::move(rx)] { (void)rx.recv(); });
-        smarm::sleep(5ms);
-        EXPECT_TRUE(smarm::request_stop(h.id()));
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        (void)tx;
-    });
-}
-
-TEST(Runtime, RequestStopSleepingActor) {
-    smarm_test::run([] {
-        auto h = smarm::spawn([] { smarm::sleep(60s); });
-        smarm::sleep(2ms);
-        auto t0 = steady::now();
-        EXPECT_TRUE(smarm::request_stop(h.id()));
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        EXPECT_LT(steady::now() - t0, 5s);
-    });
-}
-
-TEST(Runtime, RequestStopSpinningActorAtCheck) {
-    smarm_test::run([] {
-        std::atomic<bool> spinning{false};
-        auto h = smarm::spawn([&] {
-            spinning = true;
+SMARM_TEST(Runtime, SwallowedStopIsThrownAgain) {
+    std::atomic<int> caught{0};
+    std::atomic<bool> ready{false};
+    auto h = smarm::spawn([&] {
+        ready = true;
+        try {
             for (;;)
-                SMARM_CHECK();
-        });
-        while (!spinning)
-            smarm::yield_now();
-        EXPECT_TRUE(smarm::request_stop(h.id()));
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+                smarm::check();
+        } catch (...) {
+            caught.fetch_add(1);  // swallowed
+        }
+        for (;;)
+            smarm::check();  // the next observation point throws again
     });
-}
-
-TEST(Runtime, SwallowedStopIsThrownAgain) {
-    smarm_test::run([] {
-        std::atomic<int> caught{0};
-        std::atomic<bool> ready{false};
-        auto h = smarm::spawn([&] {
-            ready = true;
-            try {
-                for (;;)
-                    smarm::check();
-            } catch (...) {
-                caught.fetch_add(1);  // swallowed
-            }
-            for (;;)
-                smarm::check();  // the next observation point throws again
-        });
-        while (!ready)
-            smarm::yield_now();
-        smarm::request_stop(h.id());
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        EXPECT_EQ(caught.load(), 1);
-    });
+    while (!ready)
+        smarm::yield_now();
+    smarm::request_stop(h.id());
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+    EXPECT_EQ(caught.load(), 1);
 }
 
 TEST(Runtime, StoppedIsNotAStdException) {
@@ -224,46 +206,42 @@ TEST(Runtime, StoppedIsNotAStdException) {
     });
 }
 
-TEST(Runtime, RequestStopOfStalePidIsFalse) {
-    smarm_test::run([] {
-        auto h = smarm::spawn([] {});
-        smarm::pid p = h.id();
-        h.join();
-        EXPECT_FALSE(smarm::request_stop(p));
-        // The slot is reused with a new generation; the stale pid must not
-        // stop the new tenant.
-        std::atomic<bool> finished{false};
-        auto h2 = smarm::spawn([&] {
-            smarm::sleep(5ms);
-            finished = true;
-        });
-        EXPECT_FALSE(smarm::request_stop(p));
-        EXPECT_EQ(h2.join().kind, smarm::exit_kind::exit);
-        EXPECT_TRUE(finished.load());
+SMARM_TEST(Runtime, RequestStopOfStalePidIsFalse) {
+    auto h = smarm::spawn([] {});
+    smarm::pid p = h.id();
+    h.join();
+    EXPECT_FALSE(smarm::request_stop(p));
+    // The slot is reused with a new generation; the stale pid must not
+    // stop the new tenant.
+    std::atomic<bool> finished{false};
+    auto h2 = smarm::spawn([&] {
+        smarm::sleep(5ms);
+        finished = true;
     });
+    EXPECT_FALSE(smarm::request_stop(p));
+    EXPECT_EQ(h2.join().kind, smarm::exit_kind::exit);
+    EXPECT_TRUE(finished.load());
 }
 
-TEST(Runtime, NoPreemptDefersStop) {
-    smarm_test::run([] {
-        std::atomic<bool> ready{false}, passed_region{false};
-        auto h = smarm::spawn([&] {
-            {
-                smarm::no_preempt np;
-                ready = true;
-                auto t0 = steady::now();
-                while (steady::now() - t0 < 20ms)
-                    smarm::check();  // must not throw
-                passed_region = true;
-            }
-            for (;;)
-                smarm::check();
-        });
-        while (!ready)
-            smarm::yield_now();
-        smarm::request_stop(h.id());
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        EXPECT_TRUE(passed_region.load());
+SMARM_TEST(Runtime, NoPreemptDefersStop) {
+    std::atomic<bool> ready{false}, passed_region{false};
+    auto h = smarm::spawn([&] {
+        {
+            smarm::no_preempt np;
+            ready = true;
+            auto t0 = steady::now();
+            while (steady::now() - t0 < 20ms)
+                smarm::check();  // must not throw
+            passed_region = true;
+        }
+        for (;;)
+            smarm::check();
     });
+    while (!ready)
+        smarm::yield_now();
+    smarm::request_stop(h.id());
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+    EXPECT_TRUE(passed_region.load());
 }
 
 TEST(Runtime, TimeslicePreemptsSpinnerAtCheck) {

@@ -11,43 +11,37 @@ using steady = smarm_test::steady;
 
 namespace {
 
-TEST(Select, PriorityOrderWhenSeveralAreReady) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto [btx, brx] = smarm::channel<int>();
-        (void)btx.send(2);
-        (void)atx.send(1);
+SMARM_TEST(Select, PriorityOrderWhenSeveralAreReady) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    (void)btx.send(2);
+    (void)atx.send(1);
+    EXPECT_EQ(smarm::select({arx, brx}), 0u);
+    EXPECT_EQ(*arx.try_recv().value, 1);
+    EXPECT_EQ(smarm::select({arx, brx}), 1u);
+}
+
+SMARM_TEST(Select, ParksUntilAnArmIsReady) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    auto h = smarm::spawn([btx = std::move(btx)] {
+        smarm::sleep(5ms);
+        (void)btx.send(5);
+    });
+    EXPECT_EQ(smarm::select({arx, brx}), 1u);
+    EXPECT_EQ(*brx.try_recv().value, 5);
+    h.join();
+    (void)atx;
+}
+
+SMARM_TEST(Select, ClosedArmIsPermanentlyReady) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    { auto gone = std::move(atx); }
+    for (int i = 0; i < 3; ++i)
         EXPECT_EQ(smarm::select({arx, brx}), 0u);
-        EXPECT_EQ(*arx.try_recv().value, 1);
-        EXPECT_EQ(smarm::select({arx, brx}), 1u);
-    });
-}
-
-TEST(Select, ParksUntilAnArmIsReady) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto [btx, brx] = smarm::channel<int>();
-        auto h = smarm::spawn([btx = std::move(btx)] {
-            smarm::sleep(5ms);
-            (void)btx.send(5);
-        });
-        EXPECT_EQ(smarm::select({arx, brx}), 1u);
-        EXPECT_EQ(*brx.try_recv().value, 5);
-        h.join();
-        (void)atx;
-    });
-}
-
-TEST(Select, ClosedArmIsPermanentlyReady) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto [btx, brx] = smarm::channel<int>();
-        { auto gone = std::move(atx); }
-        for (int i = 0; i < 3; ++i)
-            EXPECT_EQ(smarm::select({arx, brx}), 0u);
-        EXPECT_EQ(arx.try_recv().status, smarm::recv_status::closed);
-        (void)btx;
-    });
+    EXPECT_EQ(arx.try_recv().status, smarm::recv_status::closed);
+    (void)btx;
 }
 
 TEST(Select, LoserArmWakeAfterParkedSelectStaysPrecise) {
@@ -76,27 +70,23 @@ TEST(Select, LoserArmWakeAfterParkedSelectStaysPrecise) {
     });
 }
 
-TEST(Select, TimeoutReturnsNulloptNeverEarly) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto t0 = steady::now();
-        EXPECT_FALSE(smarm::select_timeout({arx}, 15ms).has_value());
-        EXPECT_GE(steady::now() - t0, 15ms);
-        (void)atx.send(1);
-        EXPECT_EQ(smarm::select_timeout({arx}, 10s), std::optional<std::size_t>(0));
-    });
+SMARM_TEST(Select, TimeoutReturnsNulloptNeverEarly) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto t0 = steady::now();
+    EXPECT_FALSE(smarm::select_timeout({arx}, 15ms).has_value());
+    EXPECT_GE(steady::now() - t0, 15ms);
+    (void)atx.send(1);
+    EXPECT_EQ(smarm::select_timeout({arx}, 10s), std::optional<std::size_t>(0));
 }
 
-TEST(Select, StopWhileParkedInSelect) {
-    smarm_test::run([] {
-        auto [atx, arx] = smarm::channel<int>();
-        auto h = smarm::spawn([&arx = arx] { (void)smarm::select({arx}); });
-        smarm::sleep(3ms);
-        smarm::request_stop(h.id());
-        EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
-        (void)atx.send(1);
-        EXPECT_EQ(smarm::select({arx}), 0u) << "the arm is usable by another actor";
-    });
+SMARM_TEST(Select, StopWhileParkedInSelect) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto h = smarm::spawn([&arx = arx] { (void)smarm::select({arx}); });
+    smarm::sleep(3ms);
+    smarm::request_stop(h.id());
+    EXPECT_EQ(h.join().kind, smarm::exit_kind::stopped);
+    (void)atx.send(1);
+    EXPECT_EQ(smarm::select({arx}), 0u) << "the arm is usable by another actor";
 }
 
 }  // namespace

@@ -101,68 +101,60 @@ TEST(Stress, RandomSendsSleepsStopsAccountForEveryMessage) {
     EXPECT_GT(received.load(), 0);
 }
 
-TEST(Stress, SelectAndMutexUnderContention) {
-    smarm_test::run(
-        [] {
-            smarm::mutex<long> total(0);
-            auto [atx, arx] = smarm::channel<int>();
-            auto [btx, brx] = smarm::channel<int>();
-            auto sink = smarm::spawn([&, arx = std::move(arx), brx = std::move(brx)] {
-                int open = 2;
-                bool a_open = true, b_open = true;
-                while (open > 0) {
-                    std::size_t i = a_open && b_open ? smarm::select({arx, brx}) : a_open ? 0 : 1;
-                    auto& rx = i == 0 ? arx : brx;
-                    auto r = rx.try_recv();
-                    if (r.status == smarm::recv_status::closed) {
-                        (i == 0 ? a_open : b_open) = false;
-                        --open;
-                    } else if (r) {
-                        *total.lock() += *r.value;
-                    }
-                    if (open == 1) {
-                        auto& last = a_open ? arx : brx;
-                        while (auto v = last.recv())
-                            *total.lock() += *v;
-                        open = 0;
-                    }
-                }
-            });
-            std::vector<smarm::join_handle> hs;
-            for (int k = 0; k < 16; ++k)
-                hs.push_back(smarm::spawn([&, k, atx = atx, btx = btx] {
-                    for (int i = 0; i < 500; ++i) {
-                        (void)(k % 2 ? atx : btx).send(1);
-                        if (i % 50 == 0) *total.lock() += 0;
-                    }
-                }));
-            for (auto& h : hs)
-                h.join();
-            {
-                auto a = std::move(atx);
-                auto b = std::move(btx);
+SMARM_TEST_N(Stress, SelectAndMutexUnderContention, 4) {
+    smarm::mutex<long> total(0);
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    auto sink = smarm::spawn([&, arx = std::move(arx), brx = std::move(brx)] {
+        int open = 2;
+        bool a_open = true, b_open = true;
+        while (open > 0) {
+            std::size_t i = a_open && b_open ? smarm::select({arx, brx}) : a_open ? 0 : 1;
+            auto& rx = i == 0 ? arx : brx;
+            auto r = rx.try_recv();
+            if (r.status == smarm::recv_status::closed) {
+                (i == 0 ? a_open : b_open) = false;
+                --open;
+            } else if (r) {
+                *total.lock() += *r.value;
             }
-            sink.join();
-            EXPECT_EQ(*total.lock(), 16 * 500);
-        },
-        4);
+            if (open == 1) {
+                auto& last = a_open ? arx : brx;
+                while (auto v = last.recv())
+                    *total.lock() += *v;
+                open = 0;
+            }
+        }
+    });
+    std::vector<smarm::join_handle> hs;
+    for (int k = 0; k < 16; ++k)
+        hs.push_back(smarm::spawn([&, k, atx = atx, btx = btx] {
+            for (int i = 0; i < 500; ++i) {
+                (void)(k % 2 ? atx : btx).send(1);
+                if (i % 50 == 0) *total.lock() += 0;
+            }
+        }));
+    for (auto& h : hs)
+        h.join();
+    {
+        auto a = std::move(atx);
+        auto b = std::move(btx);
+    }
+    sink.join();
+    EXPECT_EQ(*total.lock(), 16 * 500);
 }
 
-TEST(Stress, SpawnJoinChurnAcrossSchedulers) {
-    smarm_test::run(
-        [] {
-            std::atomic<long> n{0};
-            std::vector<smarm::join_handle> waves;
-            for (int w = 0; w < 8; ++w)
-                waves.push_back(smarm::spawn([&] {
-                    for (int i = 0; i < 2000; ++i)
-                        smarm::spawn([&] { n.fetch_add(1); }).join();
-                }));
-            for (auto& w : waves)
-                w.join();
-            EXPECT_EQ(n.load(), 8 * 2000);
-        },
-        4);
+SMARM_TEST_N(Stress, SpawnJoinChurnAcrossSchedulers, 4) {
+    std::atomic<long> n{0};
+    std::vector<smarm::join_handle> waves;
+    for (int w = 0; w < 8; ++w)
+        waves.push_back(smarm::spawn([&] {
+            for (int i = 0; i < 2000; ++i)
+                smarm::spawn([&] { n.fetch_add(1); }).join();
+        }));
+    for (auto& w : waves)
+        w.join();
+    EXPECT_EQ(n.load(), 8 * 2000);
 }
 
 }  // namespace

@@ -129,102 +129,95 @@ TEST(Supervisor, RestForOneRestartsTheFailedAndLaterChildren) {
               (std::vector<std::string>{"stop:c", "start:b", "start:c"}));
 }
 
-TEST(Supervisor, IntensityCapGivesUpAndStopsSurvivorsInReverseOrder) {
-    smarm_test::run([] {
-        event_log log;
-        auto before = smarm::supervisor_totals();
-        smarm::supervisor_options o;
-        o.max_restarts = 2;
-        o.period = 10s;
-        // Monitor before the supervisor first runs (spawn is work-first and
-        // this supervisor gives up at once).
-        std::optional<smarm::monitor_ref> mon;
-        {
-            smarm::no_preempt hold;
-            auto sup = smarm::start_supervisor(
-                o, {puppet_child::make("a", log.tx, nullptr),
-                    puppet_child::make("b", log.tx, nullptr),
-                    {"crasher", [] { throw std::runtime_error("always"); }}});
-            mon = smarm::monitor(sup.id);
-        }
-        auto& m = *mon;
-        auto d = m.rx.recv();
-        ASSERT_TRUE(d);
-        EXPECT_EQ(d->reason, smarm::down_reason::panic);
-        EXPECT_THROW(std::rethrow_exception(d->error), smarm::supervisor_gave_up);
-        auto ev = log.take(4);
-        EXPECT_EQ(ev, (std::vector<std::string>{"start:a", "start:b", "stop:b", "stop:a"}));
-        auto after = smarm::supervisor_totals();
-        EXPECT_EQ(after.restarts - before.restarts, 2u);
-        EXPECT_EQ(after.give_ups - before.give_ups, 1u);
-    });
+SMARM_TEST(Supervisor, IntensityCapGivesUpAndStopsSurvivorsInReverseOrder) {
+    event_log log;
+    auto before = smarm::supervisor_totals();
+    smarm::supervisor_options o;
+    o.max_restarts = 2;
+    o.period = 10s;
+    // Monitor before the supervisor first runs (spawn is work-first and
+    // this supervisor gives up at once).
+    std::optional<smarm::monitor_ref> mon;
+    {
+        smarm::no_preempt hold;
+        auto sup =
+            smarm::start_supervisor(o, {puppet_child::make("a", log.tx, nullptr),
+                                        puppet_child::make("b", log.tx, nullptr),
+                                        {"crasher", [] { throw std::runtime_error("always"); }}});
+        mon = smarm::monitor(sup.id);
+    }
+    auto& m = *mon;
+    auto d = m.rx.recv();
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->reason, smarm::down_reason::panic);
+    EXPECT_THROW(std::rethrow_exception(d->error), smarm::supervisor_gave_up);
+    auto ev = log.take(4);
+    EXPECT_EQ(ev, (std::vector<std::string>{"start:a", "start:b", "stop:b", "stop:a"}));
+    auto after = smarm::supervisor_totals();
+    EXPECT_EQ(after.restarts - before.restarts, 2u);
+    EXPECT_EQ(after.give_ups - before.give_ups, 1u);
 }
 
-TEST(Supervisor, NestedSupervisorGivingUpIsRestartedByItsParent) {
-    smarm_test::run([] {
-        event_log log;
-        auto crash_b = std::make_shared<std::atomic<int>>(0);
-        smarm::supervisor_options inner_opts;
-        inner_opts.max_restarts = 0;  // the inner one gives up at the first failure
-        auto before = smarm::supervisor_totals();
-        auto top = smarm::start_supervisor(
-            {}, {smarm::supervisor_child("inner", inner_opts,
-                                         {puppet_child::make("a", log.tx, nullptr),
-                                          puppet_child::make("b", log.tx, crash_b)}),
-                 puppet_child::make("c", log.tx, nullptr)});
-        EXPECT_EQ(log.take(3), (std::vector<std::string>{"start:a", "start:b", "start:c"}));
-        crash_b->store(1);
-        // b fails: the inner supervisor gives up (stopping a), the top one
-        // restarts it, which starts a and b afresh; c is untouched.
-        EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:a", "start:a", "start:b"}));
-        auto after = smarm::supervisor_totals();
-        EXPECT_EQ(after.give_ups - before.give_ups, 1u);
-        EXPECT_EQ(after.restarts - before.restarts, 1u);
-        auto names = smarm::which_children(top);
-        ASSERT_EQ(names.size(), 2u);
-        EXPECT_EQ(names[0].first, "inner");
-        // Stopping the top stops c, then the inner supervisor, which stops
-        // b then a.
-        auto m = smarm::monitor(top.id);
-        smarm::request_stop(top.id);
-        (void)m.rx.recv();
-        EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:c", "stop:b", "stop:a"}));
-    });
+SMARM_TEST(Supervisor, NestedSupervisorGivingUpIsRestartedByItsParent) {
+    event_log log;
+    auto crash_b = std::make_shared<std::atomic<int>>(0);
+    smarm::supervisor_options inner_opts;
+    inner_opts.max_restarts = 0;  // the inner one gives up at the first failure
+    auto before = smarm::supervisor_totals();
+    auto top = smarm::start_supervisor(
+        {}, {smarm::supervisor_child("inner", inner_opts,
+                                     {puppet_child::make("a", log.tx, nullptr),
+                                      puppet_child::make("b", log.tx, crash_b)}),
+             puppet_child::make("c", log.tx, nullptr)});
+    EXPECT_EQ(log.take(3), (std::vector<std::string>{"start:a", "start:b", "start:c"}));
+    crash_b->store(1);
+    // b fails: the inner supervisor gives up (stopping a), the top one
+    // restarts it, which starts a and b afresh; c is untouched.
+    EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:a", "start:a", "start:b"}));
+    auto after = smarm::supervisor_totals();
+    EXPECT_EQ(after.give_ups - before.give_ups, 1u);
+    EXPECT_EQ(after.restarts - before.restarts, 1u);
+    auto names = smarm::which_children(top);
+    ASSERT_EQ(names.size(), 2u);
+    EXPECT_EQ(names[0].first, "inner");
+    // Stopping the top stops c, then the inner supervisor, which stops
+    // b then a.
+    auto m = smarm::monitor(top.id);
+    smarm::request_stop(top.id);
+    (void)m.rx.recv();
+    EXPECT_EQ(log.take(3), (std::vector<std::string>{"stop:c", "stop:b", "stop:a"}));
 }
 
-TEST(Supervisor, DynamicChildrenWithMaxChildren) {
-    smarm_test::run([] {
-        smarm::supervisor_options o;
-        o.max_children = 2;
-        auto sup = smarm::start_supervisor(o, {});
-        auto forever = [] {
-            for (;;)
-                smarm::sleep(1s);
-        };
-        auto p1 = smarm::start_child(sup, {"c1", forever, smarm::restart_policy::temporary});
-        auto p2 = smarm::start_child(sup, {"c2", forever, smarm::restart_policy::temporary});
-        EXPECT_NE(p1, p2);
-        try {
-            smarm::start_child(sup, {"c3", forever, smarm::restart_policy::temporary});
-            ADD_FAILURE() << "max_children not enforced";
-        } catch (const std::runtime_error& e) {
-            EXPECT_NE(std::string(e.what()).find("max_children (2)"), std::string::npos)
-                << e.what();
-        }
-        auto n = smarm::count_children(sup);
-        EXPECT_EQ(n.active, 2u);
-        auto which = smarm::which_children(sup);
-        ASSERT_EQ(which.size(), 2u);
-        EXPECT_EQ(which[0].first, "c1");
-        EXPECT_EQ(which[1].second, p2);
-        // A temporary child that ends is removed, freeing a place.
-        smarm::request_stop(p1);
-        for (int i = 0; i < 1000 && smarm::count_children(sup).active != 1; ++i)
-            smarm::sleep(1ms);
-        EXPECT_EQ(smarm::count_children(sup).specs, 1u);
-        (void)smarm::start_child(sup, {"c3", forever, smarm::restart_policy::temporary});
-        smarm::request_stop(sup.id);
-    });
+SMARM_TEST(Supervisor, DynamicChildrenWithMaxChildren) {
+    smarm::supervisor_options o;
+    o.max_children = 2;
+    auto sup = smarm::start_supervisor(o, {});
+    auto forever = [] {
+        for (;;)
+            smarm::sleep(1s);
+    };
+    auto p1 = smarm::start_child(sup, {"c1", forever, smarm::restart_policy::temporary});
+    auto p2 = smarm::start_child(sup, {"c2", forever, smarm::restart_policy::temporary});
+    EXPECT_NE(p1, p2);
+    try {
+        smarm::start_child(sup, {"c3", forever, smarm::restart_policy::temporary});
+        ADD_FAILURE() << "max_children not enforced";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("max_children (2)"), std::string::npos) << e.what();
+    }
+    auto n = smarm::count_children(sup);
+    EXPECT_EQ(n.active, 2u);
+    auto which = smarm::which_children(sup);
+    ASSERT_EQ(which.size(), 2u);
+    EXPECT_EQ(which[0].first, "c1");
+    EXPECT_EQ(which[1].second, p2);
+    // A temporary child that ends is removed, freeing a place.
+    smarm::request_stop(p1);
+    for (int i = 0; i < 1000 && smarm::count_children(sup).active != 1; ++i)
+        smarm::sleep(1ms);
+    EXPECT_EQ(smarm::count_children(sup).specs, 1u);
+    (void)smarm::start_child(sup, {"c3", forever, smarm::restart_policy::temporary});
+    smarm::request_stop(sup.id);
 }
 
 }  // namespace

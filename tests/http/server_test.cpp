@@ -775,30 +775,28 @@ TEST(HttpServer, StopWithZeroDrainEndsEveryConnectionAtOnce) {
 // still holds them; once the old one is stopped and destroyed, SIGTERM must
 // still drain the new one (it used to find the shared pipe taken, and the old
 // destructor reset SIGTERM to its default: the process died undrained).
-TEST(HttpServer, SignalsReachAServerStartedBesideAnEndedOne) {
-    smarm_test::run([] {
-        auto cfg = test_config();
-        cfg.host = "127.0.0.1";
-        cfg.port = 0;
-        cfg.drain_grace = 0s;
-        auto first = std::make_unique<http::server>(cfg, test_routes());
-        first->start();
-        first->stop_on_signals();
-        http::server second(cfg, test_routes());
-        second.start();
-        second.stop_on_signals();
-        first->stop();
-        first->wait();
-        first.reset();
-        EXPECT_FALSE(second.draining());
-        ::raise(SIGTERM);
-        auto t0 = smarm_test::steady::now();
-        while (!second.draining() && smarm_test::since(t0) < 20s)
-            smarm::sleep(1ms);
-        EXPECT_TRUE(second.draining());
-        second.stop(0ns);  // does not hang the test if the signal was lost
-        second.wait();
-    });
+SMARM_TEST(HttpServer, SignalsReachAServerStartedBesideAnEndedOne) {
+    auto cfg = test_config();
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.drain_grace = 0s;
+    auto first = std::make_unique<http::server>(cfg, test_routes());
+    first->start();
+    first->stop_on_signals();
+    http::server second(cfg, test_routes());
+    second.start();
+    second.stop_on_signals();
+    first->stop();
+    first->wait();
+    first.reset();
+    EXPECT_FALSE(second.draining());
+    ::raise(SIGTERM);
+    auto t0 = smarm_test::steady::now();
+    while (!second.draining() && smarm_test::since(t0) < 20s)
+        smarm::sleep(1ms);
+    EXPECT_TRUE(second.draining());
+    second.stop(0ns);  // does not hang the test if the signal was lost
+    second.wait();
 }
 
 }  // namespace

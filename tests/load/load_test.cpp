@@ -266,17 +266,15 @@ requests:
     });
 }
 
-TEST(LoadRun, RefusedConnectionsAreErrorsNotACrash) {
-    smarm_test::run([] {
-        std::uint16_t port;
-        {
-            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
-            port = l.local_address().port();
-        }  // closed: connects are refused
-        auto r = load::run(quick(port, "/"));
-        EXPECT_EQ(r.requests, 0u);
-        EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::connect)], 0u);
-    });
+SMARM_TEST(LoadRun, RefusedConnectionsAreErrorsNotACrash) {
+    std::uint16_t port;
+    {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        port = l.local_address().port();
+    }  // closed: connects are refused
+    auto r = load::run(quick(port, "/"));
+    EXPECT_EQ(r.requests, 0u);
+    EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::connect)], 0u);
 }
 
 /// A raw server answering every request with `reply`, then closing when
@@ -303,42 +301,40 @@ void raw_server(smarm::tcp_listener& l, std::string reply, bool close_after) {
     }
 }
 
-TEST(LoadRun, BodyToEofChunkedAndTruncatedResponses) {
-    smarm_test::run([] {
-        struct case_t {
-            std::string reply;
-            bool close;
-            bool ok;
-        };
-        const case_t cases[] = {
-            {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody until eof", true, true},
-            {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false,
-             true},
-            {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", true, false},
-            {"garbage\r\n\r\n", true, false},
-            // Closed before any byte of an answer: a lost request, not a
-            // response (Beast's put_eof completes an empty message).
-            {"", true, false},
-        };
-        for (const auto& c : cases) {
-            auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
-            const auto port = l.local_address().port();
-            auto h = smarm::spawn([&] { raw_server(l, c.reply, c.close); });
-            auto r = load::run(quick(port, "/"));
-            if (c.ok) {
-                EXPECT_GT(r.requests, 0u) << c.reply;
-                EXPECT_EQ(r.error_total(), 0u) << c.reply;
-            } else {
-                EXPECT_EQ(r.requests, 0u) << c.reply;
-                EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::read)] +
-                              r.errors[static_cast<std::size_t>(load::error_kind::parse)],
-                          0u)
-                    << c.reply;
-            }
-            smarm::request_stop(h.id());
-            (void)h.join();
+SMARM_TEST(LoadRun, BodyToEofChunkedAndTruncatedResponses) {
+    struct case_t {
+        std::string reply;
+        bool close;
+        bool ok;
+    };
+    const case_t cases[] = {
+        {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody until eof", true, true},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false,
+         true},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", true, false},
+        {"garbage\r\n\r\n", true, false},
+        // Closed before any byte of an answer: a lost request, not a
+        // response (Beast's put_eof completes an empty message).
+        {"", true, false},
+    };
+    for (const auto& c : cases) {
+        auto l = smarm::tcp_listener::bind("127.0.0.1", 0);
+        const auto port = l.local_address().port();
+        auto h = smarm::spawn([&] { raw_server(l, c.reply, c.close); });
+        auto r = load::run(quick(port, "/"));
+        if (c.ok) {
+            EXPECT_GT(r.requests, 0u) << c.reply;
+            EXPECT_EQ(r.error_total(), 0u) << c.reply;
+        } else {
+            EXPECT_EQ(r.requests, 0u) << c.reply;
+            EXPECT_GT(r.errors[static_cast<std::size_t>(load::error_kind::read)] +
+                          r.errors[static_cast<std::size_t>(load::error_kind::parse)],
+                      0u)
+                << c.reply;
         }
-    });
+        smarm::request_stop(h.id());
+        (void)h.join();
+    }
 }
 
 TEST(LoadReport, TextAndJsonCarryTheNumbers) {

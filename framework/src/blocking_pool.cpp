@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 blocking_pool::blocking_pool(unsigned threads) {
     threads_.reserve(threads);
@@ -51,4 +51,4 @@ void blocking_pool::loop() {
     }
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -17,7 +17,9 @@
 
 #include <smarm/detail/unique_function.hpp>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class blocking_pool {
   public:
@@ -42,4 +44,4 @@ class blocking_pool {
     std::vector<std::thread> threads_;  // the constructor's and stop()'s only
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

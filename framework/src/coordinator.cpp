@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 namespace {
 
@@ -182,4 +182,4 @@ std::uint64_t coordinator::nanos(clock::time_point t) const noexcept {
                                                          : static_cast<std::uint64_t>(ns);
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

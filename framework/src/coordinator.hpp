@@ -53,7 +53,9 @@
 
 #include <smarm/detail/wait.hpp>  // detail::clock: the runtime's clock
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 /// Futex parker with permit semantics. One thread parks on it at a time.
 class parker {
@@ -172,4 +174,4 @@ class coordinator {
     clock::time_point origin_;  // immutable
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -25,7 +25,7 @@ struct __cxa_eh_globals;
 extern "C" __cxa_eh_globals* __cxa_get_globals() noexcept;
 }  // namespace __cxxabiv1
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 namespace {
 
@@ -227,6 +227,12 @@ namespace {
     return sl;
 }
 }  // namespace
+
+}  // namespace smarm::internal
+
+namespace smarm::detail {
+
+using namespace smarm::internal;
 
 void park() {
     parked(suspend(switch_reason::park));

@@ -14,7 +14,9 @@
 
 #include "runtime_impl.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 /// Prepare `sl` to start `entry` on its stack below `sp`.
 void fiber_init(slot& sl, char* sp);
@@ -28,4 +30,4 @@ slot& fiber_suspend(switch_reason why) noexcept;
 /// Called once per scheduler thread before its loop.
 void fiber_thread_init(scheduler& s) noexcept;
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

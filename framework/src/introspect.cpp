@@ -12,18 +12,18 @@ namespace smarm::introspect {
 
 namespace {
 
-std::optional<actor_info> read_slot(detail::slot& sl, std::optional<std::uint32_t> want_gen) {
-    using detail::state_word;
+std::optional<actor_info> read_slot(internal::slot& sl, std::optional<std::uint32_t> want_gen) {
+    using internal::state_word;
     actor_info a;
     {
         std::lock_guard g(sl.cold_mu);
         std::uint64_t w = sl.word.load();
         auto st = state_word::state_of(w);
-        if (st == detail::actor_state::vacant) return std::nullopt;
+        if (st == internal::actor_state::vacant) return std::nullopt;
         std::uint32_t gen = state_word::gen_of(w);
         if (want_gen && *want_gen != gen) return std::nullopt;
         a.id = pid{sl.index, gen};
-        a.state = detail::to_string(st);
+        a.state = internal::to_string(st);
         a.parent = sl.parent;
         if (sl.ext) {
             a.joiners = static_cast<std::uint32_t>(sl.ext->joiners.size());
@@ -42,7 +42,7 @@ std::optional<actor_info> read_slot(detail::slot& sl, std::optional<std::uint32_
 
 snapshot take_snapshot() {
     snapshot s;
-    detail::runtime_impl* rt = detail::active_runtime();
+    detail::runtime_impl* rt = internal::active_runtime();
     if (rt == nullptr) return s;
     auto& slots = rt->slots();
     const std::size_t n = slots.high_water();
@@ -65,9 +65,9 @@ snapshot take_snapshot() {
 }
 
 std::optional<actor_info> info(pid p) {
-    detail::runtime_impl* rt = detail::active_runtime();
+    detail::runtime_impl* rt = internal::active_runtime();
     if (rt == nullptr) return std::nullopt;
-    detail::slot* sl = rt->slots().at(p.index);
+    internal::slot* sl = rt->slots().at(p.index);
     if (sl == nullptr) return std::nullopt;
     auto a = read_slot(*sl, p.generation);
     if (a) {

@@ -11,6 +11,8 @@
 
 namespace smarm::detail {
 
+using namespace smarm::internal;
+
 io_driver& current_io(const char* call) {
     return actor_scheduler(call).rt->io();
 }

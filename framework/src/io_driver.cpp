@@ -18,7 +18,7 @@
 
 #include "runtime_impl.hpp"
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 namespace {
 constexpr std::uint64_t shutdown_tag = ~std::uint64_t{0};
@@ -360,4 +360,4 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
     return woken;
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -64,7 +64,9 @@
 
 #include "blocking_pool.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class runtime_impl;
 struct scheduler;
@@ -169,4 +171,4 @@ class io_driver {
     blocking_pool pool_;
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -17,7 +17,7 @@
 
 namespace smarm {
 
-namespace detail {
+namespace internal {
 
 namespace {
 
@@ -70,13 +70,13 @@ void notify_exit(runtime_impl& rt, scheduler&, pid who, exit_kind kind, std::exc
     }
 }
 
-}  // namespace detail
+}  // namespace internal
 
 std::uint64_t monitor(pid p, sender<down> to) {
-    auto c = detail::self_or_throw("smarm::monitor");
+    auto c = internal::self_or_throw("smarm::monitor");
     const std::uint64_t id = c.rt->next_monitor_id();
     bool armed = false;
-    if (detail::slot* sl = c.rt->slots().at(p.index)) {
+    if (internal::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
         if (sl->holds(p)) {
             sl->ext_make().monitors.emplace_back(id, to);
@@ -94,8 +94,8 @@ monitor_ref monitor(pid p) {
 }
 
 bool demonitor(pid p, std::uint64_t id) {
-    auto c = detail::self_or_throw("smarm::demonitor");
-    detail::slot* sl = c.rt->slots().at(p.index);
+    auto c = internal::self_or_throw("smarm::demonitor");
+    internal::slot* sl = c.rt->slots().at(p.index);
     if (sl == nullptr) return false;
     std::lock_guard g(sl->cold_mu);
     if (!sl->holds(p) || !sl->ext) return false;
@@ -107,10 +107,10 @@ bool demonitor(pid p, std::uint64_t id) {
 }
 
 bool link(pid p) {
-    auto c = detail::self_or_throw("smarm::link");
+    auto c = internal::self_or_throw("smarm::link");
     if (p == c.me) return true;
     bool alive = false;
-    if (detail::slot* sl = c.rt->slots().at(p.index)) {
+    if (internal::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
         if (sl->holds(p)) {
             alive = true;
@@ -133,8 +133,8 @@ bool link(pid p) {
 }
 
 void unlink(pid p) {
-    auto c = detail::self_or_throw("smarm::unlink");
-    if (detail::slot* sl = c.rt->slots().at(p.index)) {
+    auto c = internal::self_or_throw("smarm::unlink");
+    if (internal::slot* sl = c.rt->slots().at(p.index)) {
         std::lock_guard g(sl->cold_mu);
         if (sl->holds(p) && sl->ext) {
             auto& l = sl->ext->links;
@@ -148,7 +148,7 @@ void unlink(pid p) {
 }
 
 receiver<exit_signal> trap_exits() {
-    auto c = detail::self_or_throw("smarm::trap_exits");
+    auto c = internal::self_or_throw("smarm::trap_exits");
     auto [tx, rx] = channel<exit_signal>();
     std::lock_guard g(c.self->cold_mu);
     c.self->ext_make().trap = std::move(tx);
@@ -156,7 +156,7 @@ receiver<exit_signal> trap_exits() {
 }
 
 void untrap_exits() {
-    auto c = detail::self_or_throw("smarm::untrap_exits");
+    auto c = internal::self_or_throw("smarm::untrap_exits");
     std::lock_guard g(c.self->cold_mu);
     if (c.self->ext) c.self->ext->trap.reset();
 }

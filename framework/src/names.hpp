@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class runtime_impl;
 
@@ -56,4 +58,4 @@ struct process_groups {
     void clear() noexcept;
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

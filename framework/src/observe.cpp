@@ -10,7 +10,7 @@
 #include "fiber.hpp"
 #include "runtime_impl.hpp"
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 namespace {
 
@@ -61,6 +61,12 @@ void adapt_obs_period(scheduler& s, slot& sl, std::uint64_t now) noexcept {
     throw_if_stopped();
     return current_scheduler();
 }
+
+}  // namespace smarm::internal
+
+namespace smarm::detail {
+
+using namespace smarm::internal;
 
 void throw_if_stopped() {
     scheduler* s = current_scheduler();

@@ -12,7 +12,9 @@
 
 #include "scheduler.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 struct actor_ctx {
     scheduler* s;
@@ -49,4 +51,4 @@ scheduler* observe_clock(scheduler* s, slot& sl);
     return observe_clock(s, sl);
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

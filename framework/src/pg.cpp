@@ -14,6 +14,8 @@
 
 namespace smarm::detail {
 
+using namespace smarm::internal;
+
 void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx) {
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr)
@@ -79,6 +81,10 @@ std::optional<resolved_name> pg_pick(std::string_view g, std::type_index type) {
     return std::nullopt;
 }
 
+}  // namespace smarm::detail
+
+namespace smarm::internal {
+
 void process_groups::evict(pid p) {
     std::vector<std::shared_ptr<void>> dropped;  // destroyed outside the lock
     std::lock_guard lk(mu);
@@ -96,4 +102,4 @@ void process_groups::clear() noexcept {
     old.swap(groups);
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -29,10 +29,7 @@ const char* to_string(name_error e) noexcept {
 
 namespace detail {
 
-bool registry::alive(runtime_impl& rt, pid p) noexcept {
-    slot* sl = rt.slots().at(p.index);
-    return sl != nullptr && sl->holds(p);
-}
+using namespace smarm::internal;
 
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
                    std::size_t (*depth)(const void*)) {
@@ -92,6 +89,15 @@ bool registry_unbind(std::string_view n) {
     return true;
 }
 
+}  // namespace detail
+
+namespace internal {
+
+bool registry::alive(runtime_impl& rt, pid p) noexcept {
+    slot* sl = rt.slots().at(p.index);
+    return sl != nullptr && sl->holds(p);
+}
+
 std::vector<std::pair<std::string, std::size_t>> registry::names_of(runtime_impl& rt, pid p) {
     (void)rt;
     std::vector<std::pair<std::string, std::size_t>> out;
@@ -117,5 +123,5 @@ void registry::clear() noexcept {
     }
 }
 
-}  // namespace detail
+}  // namespace internal
 }  // namespace smarm

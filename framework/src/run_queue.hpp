@@ -17,7 +17,9 @@
 
 #include <smarm/detail/spinlock.hpp>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class run_queue {
   public:
@@ -54,4 +56,4 @@ class run_queue {
     std::atomic<std::size_t> size_{0};
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -27,7 +27,7 @@
 #include "names.hpp"
 #include "observe.hpp"
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 // ---------------------------------------------------------------------------
 // thread-locals, ticks
@@ -76,6 +76,12 @@ runtime_impl& running_runtime(const char* call) {
     return *rt;
 }
 
+}  // namespace smarm::internal
+
+namespace smarm::detail {
+
+using namespace smarm::internal;
+
 std::uint64_t ticks() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     return __rdtsc();
@@ -84,13 +90,20 @@ std::uint64_t ticks() noexcept {
 #endif
 }
 
+}  // namespace smarm::detail
+
+namespace smarm::internal {
+
 double ticks_per_ns() noexcept {
     static const double v = [] {
 #if defined(__x86_64__) || defined(__i386__)
-        auto t0 = clock::now();
+        // Wall time, never the runtime's clock_source: a manual clock does
+        // not move while this thread sleeps.
+        using wall = std::chrono::steady_clock;
+        auto t0 = wall::now();
         std::uint64_t c0 = ticks();
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        auto t1 = clock::now();
+        auto t1 = wall::now();
         std::uint64_t c1 = ticks();
         double ns = static_cast<double>(std::chrono::nanoseconds(t1 - t0).count());
         double r = static_cast<double>(c1 - c0) / ns;
@@ -318,7 +331,7 @@ runtime_stats runtime_impl::stats() const {
     return r;
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal
 
 // ---------------------------------------------------------------------------
 // public API
@@ -326,7 +339,7 @@ runtime_stats runtime_impl::stats() const {
 
 namespace smarm {
 
-using detail::current_scheduler;
+using internal::current_scheduler;
 
 runtime::runtime(runtime_config cfg) : impl_(std::make_unique<detail::runtime_impl>(cfg)) {}
 runtime::~runtime() = default;
@@ -357,13 +370,13 @@ bool in_actor() noexcept {
 void yield_now() {
     (void)detail::current_pid("smarm::yield_now");
     detail::throw_if_stopped();
-    detail::fiber_suspend(detail::switch_reason::yield);
+    internal::fiber_suspend(internal::switch_reason::yield);
     detail::throw_if_stopped();
 }
 
 bool request_stop(pid p) noexcept {
     if (auto* s = current_scheduler()) return s->rt->request_stop(p);
-    if (auto* rt = detail::g_active.load(std::memory_order_acquire)) return rt->request_stop(p);
+    if (auto* rt = internal::g_active.load(std::memory_order_acquire)) return rt->request_stop(p);
     return false;
 }
 

@@ -69,7 +69,9 @@
 #include "stack_pool.hpp"
 #include "timer_service.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class io_driver;
 struct process_groups;
@@ -258,4 +260,4 @@ inline void runtime_impl::direct_switch_done(scheduler& s, slot& from, switch_re
     direct_switch_done_slow(s, from, why);
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

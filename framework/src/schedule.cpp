@@ -14,7 +14,7 @@
 #include "io_driver.hpp"
 #include "runtime_impl.hpp"
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 runtime_impl::verdict runtime_impl::judge(std::uint32_t io, std::memory_order mo) const noexcept {
     // live_ drops last in finalize, after every wake it produced: zero live
@@ -235,4 +235,4 @@ void runtime_impl::stop_all_live() noexcept {
     }
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -20,7 +20,9 @@
 #include "stack_pool.hpp"
 #include "timer_service.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class runtime_impl;
 
@@ -134,9 +136,9 @@ scheduler& actor_scheduler(const char* call);
 /// active_runtime(), or std::logic_error naming `call` when none runs.
 runtime_impl& running_runtime(const char* call);
 
-/// Process-wide tick source for timeslices (TSC where available).
-std::uint64_t ticks() noexcept;
+/// ticks() (detail/wait.hpp) is the process-wide tick source (TSC where
+/// available).
 /// Ticks per nanosecond, calibrated once.
 double ticks_per_ns() noexcept;
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -29,7 +29,9 @@
 #include "stack_pool.hpp"
 #include "state_word.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 /// Observation points between two clock reads for an actor not yet measured,
 /// and the most the adaptation allows (observe.cpp, adapt_obs_period).
@@ -213,4 +215,4 @@ class slot_table {
     std::atomic<std::size_t> fresh_{0};  // written under mu_
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -20,7 +20,7 @@
 #include "observe.hpp"
 #include "runtime_impl.hpp"
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 spawn_reservation runtime_impl::reserve(std::size_t size, std::size_t align, const task_vtable* vt,
                                         scheduler* on) {
@@ -208,6 +208,12 @@ outcome runtime_impl::join(pid p) {
 }
 
 // ---- runtime.hpp detail hooks ----
+
+}  // namespace smarm::internal
+
+namespace smarm::detail {
+
+using namespace smarm::internal;
 
 spawn_reservation spawn_reserve(std::size_t size, std::size_t align, const task_vtable* vt) {
     scheduler* s = observe_on(actor_or_throw("smarm::spawn").s);  // it may have moved us

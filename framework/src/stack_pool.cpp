@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 namespace {
 std::size_t page_size() noexcept {
@@ -113,4 +113,4 @@ std::size_t raise_max_map_count(std::size_t want) noexcept {
     return read_max_map_count();
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

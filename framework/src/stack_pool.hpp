@@ -21,7 +21,9 @@
 
 #include <smarm/detail/spinlock.hpp>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 struct stack_mem {
     char* base = nullptr;   ///< lowest address (the guard page when guarded)
@@ -64,4 +66,4 @@ std::size_t read_max_map_count() noexcept;
 /// force afterwards.
 std::size_t raise_max_map_count(std::size_t want) noexcept;
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

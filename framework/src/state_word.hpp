@@ -41,7 +41,9 @@
 #include <atomic>
 #include <cstdint>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 enum class actor_state : std::uint8_t {
     vacant = 0,
@@ -206,4 +208,4 @@ class state_word {
     std::atomic<std::uint64_t> w_{0};
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -35,6 +35,8 @@ supervisor_counters supervisor_totals() noexcept {
 
 namespace detail {
 
+using namespace smarm::internal;
+
 namespace {
 
 class supervisor_state {

@@ -2,7 +2,7 @@
 
 #include <smarm/detail/assert.hpp>
 
-namespace smarm::detail {
+namespace smarm::internal {
 
 std::uint64_t timer_heap::insert(entry e) {
     std::uint32_t idx;
@@ -108,4 +108,4 @@ void timer_heap::sift_down(std::size_t pos) noexcept {
     place(pos, idx);
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

@@ -22,7 +22,9 @@
 
 #include <smarm/detail/unique_function.hpp>
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class timer_heap {
   public:
@@ -76,4 +78,4 @@ class timer_heap {
     std::uint64_t next_seq_ = 0;
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

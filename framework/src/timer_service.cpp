@@ -18,6 +18,8 @@
 
 namespace smarm::detail {
 
+using namespace smarm::internal;
+
 clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) noexcept {
     if (clock::overridden()) {  // `at` is the clock_source's time (wait_moment)
         const clock::time_point begun{clock::duration(static_cast<clock::rep>(at))};
@@ -32,6 +34,10 @@ clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) n
     if (d >= clock::time_point::max() - begun) return clock::time_point::max();
     return begun + d;
 }
+
+}  // namespace smarm::detail
+
+namespace smarm::internal {
 
 void timer_service::publish_locked() noexcept {
     SMARM_ASSERT(mu_.is_held());
@@ -171,7 +177,7 @@ bool timer_service::settled() {
     return !next || *next > clock::now();
 }
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal
 
 namespace smarm {
 
@@ -180,7 +186,7 @@ void clock_source::time_moved() const {
     if (rt == nullptr) return;
     // Parked schedulers (the timekeeper among them) recheck the deadline.
     rt->wake_all_schedulers();
-    detail::scheduler* s = detail::current_scheduler();
+    internal::scheduler* s = internal::current_scheduler();
     if (s == nullptr || s->rt != rt) return;
     // From one of the run's actors: yield until nothing due is left, so the
     // caller sees every timer up to now() fired (the woken actors may not
@@ -212,6 +218,8 @@ void manual_clock::advance_to(time_point t) {
 // ---- the hooks of detail/wait.hpp ----
 
 namespace smarm::detail {
+
+using namespace smarm::internal;
 
 std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch) {
     return actor_scheduler("smarm timer").rt->timers().arm_wake(deadline, p, epoch);
@@ -245,10 +253,10 @@ bool disarm_timer(std::uint64_t id) noexcept {
 namespace smarm {
 
 void sleep_until(std::chrono::steady_clock::time_point deadline) {
-    auto [s, sl] = detail::actor_or_throw("smarm::sleep");
+    auto [s, sl] = internal::actor_or_throw("smarm::sleep");
     const pid me{sl->index, s->current_gen};
-    detail::timer_service& timers = s->rt->timers();  // the actor's runtime, wherever it runs
-    detail::observe_on(s);
+    internal::timer_service& timers = s->rt->timers();  // the actor's runtime, wherever it runs
+    internal::observe_on(s);
     while (detail::clock::now() < deadline) {
         // The slot stays the actor's; only its scheduler may change.
         std::uint32_t epoch = sl->word.begin_wait();

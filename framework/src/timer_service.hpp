@@ -43,7 +43,9 @@
 #include "coordinator.hpp"
 #include "timer_heap.hpp"
 
-namespace smarm::detail {
+#include "internal.hpp"
+
+namespace smarm::internal {
 
 class runtime_impl;
 struct scheduler;
@@ -151,4 +153,4 @@ class timer_service {
     std::atomic<unsigned> firing_{0};
 };
 
-}  // namespace smarm::detail
+}  // namespace smarm::internal

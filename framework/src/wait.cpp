@@ -12,6 +12,8 @@
 
 namespace smarm::detail {
 
+using namespace smarm::internal;
+
 pid current_pid(const char* call) {
     auto [s, sl] = actor_or_throw(call);
     return pid{sl->index, s->current_gen};

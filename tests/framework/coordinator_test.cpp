@@ -9,8 +9,8 @@
 #include <vector>
 
 using clk = smarm::detail::clock;
-using smarm::detail::coordinator;
-using smarm::detail::park_result;
+using smarm::internal::coordinator;
+using smarm::internal::park_result;
 using namespace std::chrono_literals;
 
 namespace {

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-using smarm::detail::actor_state;
-using smarm::detail::state_word;
+using smarm::internal::actor_state;
+using smarm::internal::state_word;
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <random>
 
-using smarm::detail::timer_heap;
+using smarm::internal::timer_heap;
 using namespace std::chrono_literals;
 
 namespace {

@@ -34,7 +34,7 @@
 
 namespace smarm {
 
-namespace detail {
+namespace internal {
 class runtime_impl;
 }
 
@@ -53,8 +53,8 @@ class clock_source {
     void time_moved() const;
 
   private:
-    friend class detail::runtime_impl;
-    mutable std::atomic<detail::runtime_impl*> run_{nullptr};  ///< the run using it
+    friend class internal::runtime_impl;
+    mutable std::atomic<internal::runtime_impl*> run_{nullptr};  ///< the run using it
 };
 
 /// A clock that moves only when told.

@@ -39,9 +39,14 @@ class io_timeout : public std::system_error {
 
 enum class io_dir { read = 0, write = 1 };
 
-namespace detail {
+namespace internal {
 struct poll_desc;
 class io_driver;
+}  // namespace internal
+
+namespace detail {
+using internal::io_driver;
+using internal::poll_desc;
 io_driver& current_io(const char* call);
 poll_desc* io_open(io_driver& d, int fd, bool persistent);
 void io_close(io_driver& d, poll_desc* pd) noexcept;
@@ -93,8 +98,8 @@ class fd_arm {
     detail::select_source& select_source() noexcept { return src_; }
 
   private:
-    detail::io_driver* d_;
-    detail::poll_desc* pd_;
+    internal::io_driver* d_;
+    internal::poll_desc* pd_;
     detail::fd_source src_;
 };
 

@@ -108,15 +108,15 @@ class tcp_stream {
 
   private:
     friend class tcp_listener;
-    tcp_stream(int fd, detail::io_driver& d);
+    tcp_stream(int fd, internal::io_driver& d);
     bool wait(io_dir dir, std::optional<std::chrono::steady_clock::time_point> deadline);
     /// Throws what the error-code form reported: io_timeout, or a
     /// std::system_error naming the operation and the peer.
     [[noreturn]] void raise(const std::error_code& ec, const char* op, const char* dir) const;
 
     int fd_ = -1;
-    detail::io_driver* d_ = nullptr;
-    detail::poll_desc* pd_ = nullptr;
+    internal::io_driver* d_ = nullptr;
+    internal::poll_desc* pd_ = nullptr;
     std::optional<detail::fd_source> read_src_, write_src_;
     bool read_drained_ = false;  ///< the last read was short: wait before the next recv
     socket_address peer_;        ///< from accept (length 0: ask the kernel)
@@ -151,8 +151,8 @@ class tcp_listener {
 
   private:
     int fd_ = -1;
-    detail::io_driver* d_ = nullptr;
-    detail::poll_desc* pd_ = nullptr;
+    internal::io_driver* d_ = nullptr;
+    internal::poll_desc* pd_ = nullptr;
     std::optional<detail::fd_source> src_;
     /// Whether accepted sockets come with TCP_NODELAY from the listener
     /// (Linux copies it; checked once, at the first accept).

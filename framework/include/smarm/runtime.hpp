@@ -65,9 +65,13 @@ struct outcome {
     }
 };
 
-namespace detail {
+namespace internal {
 class runtime_impl;
 struct slot;
+}  // namespace internal
+
+namespace detail {
+using internal::runtime_impl;
 struct task_vtable {
     void (*invoke)(void*);
     void (*destroy)(void*) noexcept;
@@ -80,7 +84,7 @@ inline constexpr task_vtable task_vtable_for{
 /// A reserved slot and stack with room for the task object on the stack.
 struct spawn_reservation {
     void* storage = nullptr;  ///< where the task object is to be constructed
-    detail::slot* slot = nullptr;
+    internal::slot* slot = nullptr;
     runtime_impl* rt = nullptr;
     pid id;
 };
@@ -98,7 +102,7 @@ outcome join_actor(runtime_impl* rt, pid p);
 class join_handle {
   public:
     join_handle() = default;
-    join_handle(pid p, detail::runtime_impl* rt) noexcept : pid_(p), rt_(rt) {}
+    join_handle(pid p, internal::runtime_impl* rt) noexcept : pid_(p), rt_(rt) {}
     join_handle(join_handle&& o) noexcept : pid_(std::exchange(o.pid_, pid{})), rt_(o.rt_) {}
     join_handle& operator=(join_handle&& o) noexcept {
         if (this != &o) {
@@ -132,7 +136,7 @@ class join_handle {
 
   private:
     smarm::pid pid_;
-    detail::runtime_impl* rt_ = nullptr;
+    internal::runtime_impl* rt_ = nullptr;
 };
 
 /// An actor runtime: a slot table, a pool of stacks, N scheduler threads.
@@ -162,7 +166,7 @@ class runtime {
     runtime_stats stats() const;
 
   private:
-    std::unique_ptr<detail::runtime_impl> impl_;
+    std::unique_ptr<internal::runtime_impl> impl_;
 };
 
 /// Runs `root` on a runtime with the default configuration.
@@ -221,7 +225,7 @@ class no_preempt {
     no_preempt& operator=(const no_preempt&) = delete;
 
   private:
-    detail::slot* slot_;
+    internal::slot* slot_;
 };
 
 }  // namespace smarm

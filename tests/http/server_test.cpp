@@ -3,8 +3,13 @@
 #include <smarm/gen_server.hpp>
 #include <smarm/http/router.hpp>
 #include <smarm/http/server.hpp>
+#include <smarm/introspect.hpp>
 
 #include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <csignal>
@@ -450,33 +455,88 @@ TEST(HttpServer, SlowHeadersGet408AndIdleConnectionsClose) {
 // closes connections idle past header_timeout (before the first request) or
 // idle_timeout (between requests). Never early; a busy connection is not
 // touched.
-TEST(HttpServer, IdleLimitsAreEnforcedByTheReaperNeverEarly) {
+namespace {
+
+/// Yields until every actor but the caller is parked: under a manual clock
+/// nothing more happens until time moves or a client sends.
+void await_settled() {
+    const smarm::pid me = smarm::self_pid();
+    for (;;) {
+        const auto snap = smarm::introspect::take_snapshot();
+        if (std::all_of(snap.actors.begin(), snap.actors.end(),
+                        [&](const auto& a) { return a.id == me || a.state == "parked"; }))
+            return;
+        smarm::yield_now();
+    }
+}
+
+/// The peer shut its side within `real_ms` of wall time (a blocking poll:
+/// the manual clock does not move while it waits).
+bool peer_closed(const client& c, int real_ms) {
+    pollfd p{c.fd(), POLLRDHUP, 0};
+    return ::poll(&p, 1, real_ms) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+}  // namespace
+
+// On the manual clock the limits are exact: open at limit - 1 ms, closed by
+// the first reaper pass at or after the limit (the pass runs every
+// min(header_timeout, idle_timeout) / 8).
+SMARM_TEST_CLOCK(HttpServer, IdleLimitsAreEnforcedByTheReaperNeverEarly) {
     auto cfg = test_config();
     cfg.header_timeout = 1s;
     cfg.idle_timeout = 1s;
-    with_server(cfg, test_routes(), [](http::server& srv, std::uint16_t port) {
-        using clock = std::chrono::steady_clock;
-        {
-            const auto t0 = clock::now();
-            client c(port);  // connects and says nothing
-            EXPECT_TRUE(c.closed_by_peer(10s));
-            EXPECT_GE(clock::now() - t0, 1s);
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    constexpr auto pass = 125ms;  // 1s / 8
+    http::server srv(cfg, test_routes());
+    srv.start();
+    const std::uint16_t port = srv.local_address().port();
+    auto settle_after = [&](std::chrono::nanoseconds d) {
+        clock.advance(d);
+        await_settled();
+    };
+    {
+        client c(port);  // connects and says nothing
+        while (srv.stats().accepted < 1)
+            smarm::yield_now();
+        await_settled();
+        settle_after(999ms);
+        EXPECT_FALSE(peer_closed(c, 0)) << "header_timeout enforced early";
+        settle_after(1ms + pass);
+        EXPECT_TRUE(peer_closed(c, 5000));
+    }
+    {
+        client c(port);
+        EXPECT_EQ(c.get("/plaintext")->status, 200u);
+        await_settled();
+        settle_after(300ms);  // idle, but not for long
+        EXPECT_EQ(c.get("/plaintext")->status, 200u);
+        await_settled();
+        settle_after(999ms);
+        EXPECT_FALSE(peer_closed(c, 0)) << "idle_timeout enforced early";
+        settle_after(1ms + pass);
+        EXPECT_TRUE(peer_closed(c, 5000));
+    }
+    {
+        client c(port);  // a request slower than idle_timeout is not idle
+        c.send("GET /sleep/1500 HTTP/1.1\r\nHost: t\r\n\r\n");
+        // Time moves in reaper passes until the answer is there: the
+        // connection is busy in its handler through many passes.
+        int passes = 0;
+        for (; passes < 40; ++passes) {
+            pollfd p{c.fd(), POLLIN, 0};
+            if (::poll(&p, 1, 0) == 1) break;
+            settle_after(pass);
         }
-        {
-            client c(port);
-            EXPECT_EQ(c.get("/plaintext")->status, 200u);
-            smarm::sleep(300ms);  // idle, but not for long
-            EXPECT_EQ(c.get("/plaintext")->status, 200u);
-            const auto t1 = clock::now();
-            EXPECT_TRUE(c.closed_by_peer(10s));
-            EXPECT_GE(clock::now() - t1, 1s);
-        }
-        {
-            client c(port);  // a request slower than idle_timeout is not idle
-            EXPECT_EQ(c.get("/sleep/1500")->status, 200u);
-        }
-        EXPECT_EQ(srv.stats().accepted, 3u);
-    });
+        EXPECT_GE(passes, 12);  // 1500 ms of handler time
+        auto r = c.read();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+    }
+    EXPECT_EQ(srv.stats().accepted, 3u);
+    srv.stop(0ns);
+    srv.wait();
 }
 
 TEST(HttpServer, MalformedAndSmugglingRequestsGet400) {

@@ -69,6 +69,9 @@ class client {
         return r;
     }
 
+    /// The socket, for checks that must not park (poll with a real timeout).
+    int fd() const noexcept { return s_.native_handle(); }
+
     /// One request, one response.
     std::optional<reply> get(const std::string& target) {
         send("GET " + target + " HTTP/1.1\r\nHost: t\r\n\r\n");

@@ -16,6 +16,8 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "causal.hpp"
+
 namespace bctx = boost::context::detail;
 
 // libstdc++/libsupc++ per-thread exception state. Declared here (cxxabi.h
@@ -93,6 +95,7 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
 [[noreturn]] void actor_entry(bctx::transfer_t t) noexcept {
     slot& sl = *static_cast<scheduler*>(t.data)->current;
     switched_in(t, sl);
+    causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, false);
     try {
         sl.vt->invoke(sl.task);
         sl.set_end_kind(exit_kind::exit);
@@ -167,6 +170,7 @@ struct leaving {
     scheduler* s;
 };
 [[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why) noexcept {
+    causal_hooks::on_leave(*s, sl, why == switch_reason::park);
     save_eh(s, sl);
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.
@@ -207,6 +211,7 @@ struct leaving {
     bctx::transfer_t t = jump(l.to, l.s);
     // Resumed, possibly by another scheduler thread.
     switched_in(t, sl);
+    causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, why == switch_reason::park);
     return sl;
 }
 }  // namespace
@@ -254,6 +259,7 @@ std::uint32_t park_end(fiber_transfer from) {
     // Whoever resumed us made us current first (make_current).
     slot& sl = *s->current;
     switched_in({from.ctx, from.data}, sl);
+    causal_hooks::on_resume(*s, sl, true);
     return parked(sl).word.begin_wait();
 }
 #endif

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "causal.hpp"
 #include "fiber.hpp"
 #include "runtime_impl.hpp"
 
@@ -49,6 +50,7 @@ void adapt_obs_period(scheduler& s, slot& sl, std::uint64_t now) noexcept {
 }  // namespace
 
 [[gnu::noinline]] scheduler* observe_clock(scheduler* s, slot& sl) {
+    causal_hooks::on_observe(*s, sl);  // may pay debt: before the slice is judged
     const std::uint64_t now = ticks();
     adapt_obs_period(*s, sl, now);
     if (now < s->slice_end) return s;

@@ -62,6 +62,9 @@ struct alignas(64) scheduler {
     std::uint32_t obs_period = obs_period_initial;
     std::uint32_t obs_left = obs_period_initial;
     std::uint64_t obs_mark = 0;  ///< tick of the last clock read (or of the slice's start)
+    /// Tick of the causal profiler's last sample of the running actor (0:
+    /// unarmed); re-armed at every resume (causal.cpp).
+    std::uint64_t causal_mark = 0;
 
     /// The actor whose short period last shortened the window (obs_enter);
     /// credited when the window turns out chatty (adapt_obs_period).

@@ -102,6 +102,11 @@ struct alignas(64) slot {
     } dwake;
     void* tsan_fiber = nullptr;
     void* asan_fake_stack = nullptr;
+    /// The causal profiler's per-actor state (causal.cpp), owned by the
+    /// thread running the actor: the site it is in, and the delay it has
+    /// paid or been forgiven (ticks; it chases the global ledger).
+    std::uint32_t causal_site = 0;
+    std::uint64_t causal_delay = 0;
 
     /// How the actor ended (written by the actor before it finishes).
     exit_kind end_kind() const noexcept { return static_cast<exit_kind>(end_kind_); }

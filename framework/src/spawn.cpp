@@ -15,6 +15,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "causal.hpp"
 #include "fiber.hpp"
 #include "names.hpp"
 #include "observe.hpp"
@@ -102,6 +103,8 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->set_end_kind(exit_kind::exit);
     sl->obs_period.store(obs_period_initial, std::memory_order_relaxed);
     sl->end_error = nullptr;
+    sl->causal_site = 0;
+    sl->causal_delay = causal_hooks::birth_delay();
     // No cold lock: nobody looks at the slot before word.spawn() publishes it
     // (release); introspection reads `parent` only after seeing it live.
     sl->parent = parent;

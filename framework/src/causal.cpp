@@ -1,0 +1,269 @@
+// The causal profiler's runtime half (include/smarm/causal.hpp): site
+// registration, the experiment word, sampling, debt payment, forgiveness.
+//
+// Orderings: every atomic here is relaxed. The experiment word and the
+// ledgers publish no other data; a scheduler that sees a window begin or
+// end a little late samples or pays a little late, which the window's
+// length absorbs (the controller reads totals after end()).
+
+#include "causal.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <immintrin.h>
+
+#include "scheduler.hpp"
+#include "slot_table.hpp"
+
+namespace smarm::internal::causal_hooks {
+
+std::atomic<std::uint64_t> experiment{0};
+std::atomic<bool> armed{false};
+std::atomic<std::uint64_t> global_delay{0};
+
+namespace {
+
+std::atomic<std::uint64_t> window_start{0};  ///< ticks() at the last begin()
+
+struct counters {
+    std::atomic<std::uint64_t> injected{0}, absorbed{0}, forgiven{0};
+    std::atomic<std::uint64_t> tail_park{0}, tail_park_n{0}, tail_yield{0}, tail_yield_n{0};
+    std::atomic<std::uint64_t> discarded{0}, discarded_n{0}, unarmed_n{0};
+};
+counters g;
+
+void add(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
+    c.fetch_add(v, std::memory_order_relaxed);
+}
+
+std::uint64_t ns_ticks(double ns) noexcept {
+    return static_cast<std::uint64_t>(ns * ticks_per_ns());
+}
+/// A sample interval longer than this is a clock step, not a measurement.
+std::uint64_t max_sample() noexcept {
+    static const std::uint64_t v = ns_ticks(100e6);  // 100 ms
+    return v;
+}
+/// The most debt one visit pays, so no single observation point stalls an
+/// actor for long; the rest is paid at later visits.
+std::uint64_t max_spin() noexcept {
+    static const std::uint64_t v = ns_ticks(1e6);  // 1 ms
+    return v;
+}
+
+struct selected {
+    causal::site_id site;
+    std::uint64_t pct;
+};
+selected decode(std::uint64_t word) noexcept {
+    return {static_cast<causal::site_id>(word >> 32), word & 0xffffffffu};
+}
+
+/// The interval since the sample mark, or 0 when the mark predates the
+/// window (then the mark is re-armed and the sample counted as unarmed).
+std::uint64_t take_interval(scheduler& s, std::uint64_t now) noexcept {
+    const std::uint64_t last = std::exchange(s.causal_mark, now);
+    if (last == 0 || last < window_start.load(std::memory_order_relaxed)) {
+        add(g.unarmed_n, 1);
+        return 0;
+    }
+    return now - last;
+}
+
+/// One in-site interval at pct%: the global ledger grows, and the sampled
+/// actor is credited the same (the credited gap is the virtual speedup).
+void attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noexcept {
+    if (interval == 0 || pct == 0) return;
+    const std::uint64_t delta = interval * pct / 100;
+    if (interval > max_sample()) {
+        add(g.discarded, delta);
+        add(g.discarded_n, 1);
+        return;
+    }
+    add(global_delay, delta);
+    add(g.injected, delta);
+    sl.causal_delay += delta;
+}
+
+/// Closes the in-site interval of the actor on `s` if it is in the target.
+void flush(scheduler& s, slot& sl, std::uint64_t word, std::atomic<std::uint64_t>* tail,
+           std::atomic<std::uint64_t>* tail_n) noexcept {
+    const selected x = decode(word);
+    if (sl.causal_site != x.site) return;
+    const std::uint64_t interval = take_interval(s, ticks());
+    if (interval == 0 || x.pct == 0) return;
+    attribute(sl, interval, x.pct);
+    if (tail != nullptr && interval <= max_sample()) {
+        add(*tail, interval * x.pct / 100);
+        add(*tail_n, 1);
+    }
+}
+
+}  // namespace
+
+void sample(scheduler& s, slot& sl) noexcept {
+    const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+    if (word == 0) return;
+    const selected x = decode(word);
+    if (sl.causal_site == x.site) {
+        attribute(sl, take_interval(s, ticks()), x.pct);
+        return;
+    }
+    const std::uint64_t owed = global_delay.load(std::memory_order_relaxed);
+    if (sl.causal_delay >= owed) return;
+    const std::uint64_t spin = std::min(owed - sl.causal_delay, max_spin());
+    const std::uint64_t start = ticks();
+    while (ticks() - start < spin)
+        _mm_pause();
+    add(g.absorbed, spin);
+    sl.causal_delay += spin;
+    // The paid delay is not compute: not charged to the slice, not seen by
+    // the observation period's pacing.
+    s.slice_end += spin;
+    s.obs_mark += spin;
+}
+
+void site_exit(scheduler& s, slot& sl) noexcept {
+    const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+    if (word != 0) flush(s, sl, word, nullptr, nullptr);
+}
+
+void leaving(scheduler& s, slot& sl, bool park) noexcept {
+    const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+    if (word == 0) return;
+    flush(s, sl, word, park ? &g.tail_park : &g.tail_yield,
+          park ? &g.tail_park_n : &g.tail_yield_n);
+}
+
+void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
+    if (after_park) {  // waiting is never penalised (the blocked-thread rule)
+        const std::uint64_t now_owed = global_delay.load(std::memory_order_relaxed);
+        if (sl.causal_delay < now_owed) {
+            add(g.forgiven, now_owed - sl.causal_delay);
+            sl.causal_delay = now_owed;
+        }
+    }
+    s.causal_mark = ticks();
+}
+
+}  // namespace smarm::internal::causal_hooks
+
+namespace smarm::causal {
+
+using namespace smarm::internal;
+namespace hooks = smarm::internal::causal_hooks;
+
+namespace {
+
+std::mutex g_sites_mu;
+std::deque<std::string> g_sites;  // guarded by g_sites_mu; id = index + 1
+
+slot* running_slot() noexcept {
+    scheduler* s = current_scheduler();
+    return s == nullptr ? nullptr : s->current;
+}
+
+/// The running actor's site changes from `from` to `to`.
+void transition(slot& sl, site_id from, site_id to) noexcept {
+    const std::uint64_t word = hooks::experiment.load(std::memory_order_relaxed);
+    if (word == 0 || from == to) return;
+    scheduler* s = current_scheduler();
+    const auto target = static_cast<site_id>(word >> 32);
+    if (from == target) {  // leaving (the slot still says so): the tail counts
+        hooks::site_exit(*s, sl);
+    } else if (to == target) {
+        s->causal_mark = ticks();  // entering: nothing before counts
+    }
+}
+
+}  // namespace
+
+site_id register_site(std::string_view name) {
+    std::lock_guard lk(g_sites_mu);
+    auto it = std::find(g_sites.begin(), g_sites.end(), name);
+    if (it != g_sites.end()) return static_cast<site_id>(it - g_sites.begin()) + 1;
+    g_sites.emplace_back(name);
+    return static_cast<site_id>(g_sites.size());
+}
+
+std::string site_name(site_id id) {
+    std::lock_guard lk(g_sites_mu);
+    return id == 0 || id > g_sites.size() ? std::string() : g_sites[id - 1];
+}
+
+site_id current_site() noexcept {
+    slot* sl = running_slot();
+    return sl == nullptr ? 0 : sl->causal_site;
+}
+
+site_guard::site_guard(site_id site) noexcept : slot_(running_slot()) {
+    if (slot_ == nullptr) return;
+    prev_ = slot_->causal_site;
+    transition(*slot_, prev_, site);
+    slot_->causal_site = site;
+}
+
+site_guard::~site_guard() {
+    if (slot_ == nullptr) return;
+    const site_id now_in = slot_->causal_site;
+    transition(*slot_, now_in, prev_);
+    slot_->causal_site = prev_;
+}
+
+void begin(site_id site, unsigned speedup_pct) {
+    if (site == 0 || site_name(site).empty())
+        throw std::invalid_argument("smarm::causal::begin: unknown site " + std::to_string(site));
+    if (speedup_pct > 100)
+        throw std::invalid_argument("smarm::causal::begin: speedup " + std::to_string(speedup_pct) +
+                                    "% is over 100%");
+    (void)ticks_per_ns();  // calibrated before any window, never inside one
+    hooks::window_start.store(ticks(), std::memory_order_relaxed);
+    hooks::armed.store(true, std::memory_order_relaxed);
+    hooks::experiment.store((std::uint64_t{site} << 32) | speedup_pct, std::memory_order_relaxed);
+}
+
+void end() noexcept {
+    hooks::experiment.store(0, std::memory_order_relaxed);
+}
+
+bool running() noexcept {
+    return hooks::experiment.load(std::memory_order_relaxed) != 0;
+}
+
+ledger ledger::operator-(const ledger& b) const noexcept {
+    return {injected - b.injected,         absorbed - b.absorbed,       forgiven - b.forgiven,
+            tail_park - b.tail_park,       tail_park_n - b.tail_park_n, tail_yield - b.tail_yield,
+            tail_yield_n - b.tail_yield_n, discarded - b.discarded,     discarded_n - b.discarded_n,
+            unarmed_n - b.unarmed_n};
+}
+
+ledger totals() noexcept {
+    auto r = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+    const auto& c = hooks::g;
+    return {r(c.injected),   r(c.absorbed),     r(c.forgiven),  r(c.tail_park),   r(c.tail_park_n),
+            r(c.tail_yield), r(c.tail_yield_n), r(c.discarded), r(c.discarded_n), r(c.unarmed_n)};
+}
+
+std::uint64_t global_delay() noexcept {
+    return hooks::global_delay.load(std::memory_order_relaxed);
+}
+
+std::uint64_t my_delay() noexcept {
+    slot* sl = running_slot();
+    return sl == nullptr ? 0 : sl->causal_delay;
+}
+
+void inject_for_test(std::uint64_t ticks) noexcept {
+    hooks::armed.store(true, std::memory_order_relaxed);
+    hooks::global_delay.fetch_add(ticks, std::memory_order_relaxed);
+}
+
+double ticks_to_ns(std::uint64_t t) noexcept {
+    return static_cast<double>(t) / ticks_per_ns();
+}
+
+}  // namespace smarm::causal

@@ -1,0 +1,69 @@
+#pragma once
+// The causal profiler's hooks into the switch and the observation point
+// (causal.cpp; the model is in include/smarm/causal.hpp). Each hook is one
+// relaxed load when idle: `armed` (sticky once any experiment began, so
+// resumes keep forgiving parked actors after a window ends) at switches,
+// `experiment` at the observation point's clock read.
+//
+// Owned by the thread running the actor: slot::causal_site,
+// slot::causal_delay and scheduler::causal_mark; everything global is a
+// relaxed atomic (the ledgers are sums; no other data is published by them).
+
+#include <smarm/causal.hpp>
+
+#include <atomic>
+#include <cstdint>
+
+#include "internal.hpp"
+
+namespace smarm::internal {
+
+struct scheduler;
+struct slot;
+
+namespace causal_hooks {
+
+extern std::atomic<std::uint64_t> experiment;  ///< (site << 32) | pct, 0 = none
+extern std::atomic<bool> armed;
+extern std::atomic<std::uint64_t> global_delay;  ///< ticks
+
+void sample(scheduler& s, slot& sl) noexcept;
+void leaving(scheduler& s, slot& sl, bool park) noexcept;
+/// The actor on `s` leaves the site it is in (still recorded in its slot).
+void site_exit(scheduler& s, slot& sl) noexcept;
+void resumed(scheduler& s, slot& sl, bool after_park) noexcept;
+
+/// At an observation point's clock read.
+[[gnu::always_inline]] inline void on_observe(scheduler& s, slot& sl) noexcept {
+#if SMARM_CAUSAL_ENABLED
+    if (experiment.load(std::memory_order_relaxed) != 0) [[unlikely]]
+        sample(s, sl);
+#else
+    (void)s, (void)sl;
+#endif
+}
+/// The actor on `s` is about to switch out; `park`: it waits for something.
+[[gnu::always_inline]] inline void on_leave(scheduler& s, slot& sl, bool park) noexcept {
+#if SMARM_CAUSAL_ENABLED
+    if (armed.load(std::memory_order_relaxed)) [[unlikely]]
+        leaving(s, sl, park);
+#else
+    (void)s, (void)sl, (void)park;
+#endif
+}
+/// The actor is back on `s`; `after_park`: it had parked (not yielded).
+[[gnu::always_inline]] inline void on_resume(scheduler& s, slot& sl, bool after_park) noexcept {
+#if SMARM_CAUSAL_ENABLED
+    if (armed.load(std::memory_order_relaxed)) [[unlikely]]
+        resumed(s, sl, after_park);
+#else
+    (void)s, (void)sl, (void)after_park;
+#endif
+}
+/// A new actor is born current: it owes nothing accrued before its spawn.
+[[gnu::always_inline]] inline std::uint64_t birth_delay() noexcept {
+    return global_delay.load(std::memory_order_relaxed);
+}
+
+}  // namespace causal_hooks
+}  // namespace smarm::internal

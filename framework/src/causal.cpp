@@ -13,6 +13,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <immintrin.h>
 
@@ -76,29 +77,30 @@ std::uint64_t take_interval(scheduler& s, std::uint64_t now) noexcept {
 
 /// One in-site interval at pct%: the global ledger grows, and the sampled
 /// actor is credited the same (the credited gap is the virtual speedup).
-void attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noexcept {
-    if (interval == 0 || pct == 0) return;
+/// Returns the delay attributed (0 for a discarded interval).
+std::uint64_t attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noexcept {
+    if (interval == 0 || pct == 0) return 0;
     const std::uint64_t delta = interval * pct / 100;
     if (interval > max_sample()) {
         add(g.discarded, delta);
         add(g.discarded_n, 1);
-        return;
+        return 0;
     }
     add(global_delay, delta);
     add(g.injected, delta);
     sl.causal_delay += delta;
+    return delta;
 }
 
-/// Closes the in-site interval of the actor on `s` if it is in the target.
+/// Closes the in-site interval of the actor on `s` if it is in the target;
+/// a switch-out also counts it in its tail bucket.
 void flush(scheduler& s, slot& sl, std::uint64_t word, std::atomic<std::uint64_t>* tail,
            std::atomic<std::uint64_t>* tail_n) noexcept {
     const selected x = decode(word);
     if (sl.causal_site != x.site) return;
-    const std::uint64_t interval = take_interval(s, ticks());
-    if (interval == 0 || x.pct == 0) return;
-    attribute(sl, interval, x.pct);
-    if (tail != nullptr && interval <= max_sample()) {
-        add(*tail, interval * x.pct / 100);
+    const std::uint64_t delta = attribute(sl, take_interval(s, ticks()), x.pct);
+    if (tail != nullptr && delta != 0) {
+        add(*tail, delta);
         add(*tail_n, 1);
     }
 }
@@ -110,7 +112,7 @@ void sample(scheduler& s, slot& sl) noexcept {
     if (word == 0) return;
     const selected x = decode(word);
     if (sl.causal_site == x.site) {
-        attribute(sl, take_interval(s, ticks()), x.pct);
+        (void)attribute(sl, take_interval(s, ticks()), x.pct);
         return;
     }
     const std::uint64_t owed = global_delay.load(std::memory_order_relaxed);

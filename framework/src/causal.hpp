@@ -33,32 +33,23 @@ void leaving(scheduler& s, slot& sl, bool park) noexcept;
 void site_exit(scheduler& s, slot& sl) noexcept;
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept;
 
+/// Hooks compiled out (-DSMARM_CAUSAL=OFF) fold to nothing.
+inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
+
 /// At an observation point's clock read.
 [[gnu::always_inline]] inline void on_observe(scheduler& s, slot& sl) noexcept {
-#if SMARM_CAUSAL_ENABLED
-    if (experiment.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    if (compiled_in && experiment.load(std::memory_order_relaxed) != 0) [[unlikely]]
         sample(s, sl);
-#else
-    (void)s, (void)sl;
-#endif
 }
 /// The actor on `s` is about to switch out; `park`: it waits for something.
 [[gnu::always_inline]] inline void on_leave(scheduler& s, slot& sl, bool park) noexcept {
-#if SMARM_CAUSAL_ENABLED
-    if (armed.load(std::memory_order_relaxed)) [[unlikely]]
+    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
         leaving(s, sl, park);
-#else
-    (void)s, (void)sl, (void)park;
-#endif
 }
 /// The actor is back on `s`; `after_park`: it had parked (not yielded).
 [[gnu::always_inline]] inline void on_resume(scheduler& s, slot& sl, bool after_park) noexcept {
-#if SMARM_CAUSAL_ENABLED
-    if (armed.load(std::memory_order_relaxed)) [[unlikely]]
+    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
         resumed(s, sl, after_park);
-#else
-    (void)s, (void)sl, (void)after_park;
-#endif
 }
 /// A new actor is born current: it owes nothing accrued before its spawn.
 [[gnu::always_inline]] inline std::uint64_t birth_delay() noexcept {

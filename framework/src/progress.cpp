@@ -25,4 +25,68 @@ std::map<std::string, std::uint64_t> progress_point::snapshot() {
     return out;
 }
 
+namespace {
+std::atomic<latency_point*> g_latency_head{nullptr};  // as g_head
+constexpr std::uint64_t tick_mask = (std::uint64_t{1} << latency_point::tick_bits) - 1;
+
+// A 56-bit difference as a signed value.
+std::int64_t signed56(std::uint64_t v) noexcept {
+    v &= tick_mask;
+    return static_cast<std::int64_t>(v << 8) >> 8;
+}
+}  // namespace
+
+latency_point::latency_point(const char* name, edge e) noexcept : name_(name), edge_(e) {
+    latency_point* head = g_latency_head.load(std::memory_order_relaxed);
+    do {
+        next_ = head;
+        // release: publishes name_, edge_ and next_ to snapshot() readers.
+    } while (!g_latency_head.compare_exchange_weak(head, this, std::memory_order_release,
+                                                   std::memory_order_relaxed));
+}
+
+std::map<std::string, latency_point::totals> latency_point::snapshot() {
+    std::map<std::string, totals> out;
+    // acquire: pairs with the registration's release.
+    for (latency_point* p = g_latency_head.load(std::memory_order_acquire); p != nullptr;
+         p = p->next_) {
+        totals& t = out[p->name_];
+        // acquire: every hit in `word` has its count in count_ (hit()).
+        const std::uint64_t word = p->stamps_.load(std::memory_order_acquire);
+        const std::uint64_t ahead = p->count_.load(std::memory_order_relaxed);
+        // The hits `word` holds: count_ less those in progress (their tick
+        // not added yet), which the low 8 bits tell apart.
+        const std::uint64_t n = ahead - ((ahead - word) & 0xff);
+        const std::uint64_t sum = ((word - n) >> 8) & tick_mask;
+        if (p->edge_ == edge::begin) {
+            t.arrivals += n;
+            t.arrival_ticks = (t.arrival_ticks + sum) & tick_mask;
+        } else {
+            t.departures += n;
+            t.departure_ticks = (t.departure_ticks + sum) & tick_mask;
+        }
+    }
+    return out;
+}
+
+latency_point::window latency_point::between(const totals& b, const totals& a, std::uint64_t t0,
+                                             std::uint64_t t1) noexcept {
+    window w;
+    w.arrivals = a.arrivals - b.arrivals;
+    w.departures = a.departures - b.departures;
+    w.in_flight_end = static_cast<std::int64_t>(a.arrivals - a.departures);
+    // The integral of N(t) over [t0, t1]: the N(t0) in flight all window
+    // long, plus each arrival from its tick to t1, minus each departure
+    // from its tick to t1. Each term is exact mod 2^56 and small in truth.
+    const std::uint64_t span = t1 - t0;
+    const std::int64_t arrived = signed56(w.arrivals * t1 - (a.arrival_ticks - b.arrival_ticks));
+    const std::int64_t departed =
+        signed56(w.departures * t1 - (a.departure_ticks - b.departure_ticks));
+    const auto n0 = static_cast<std::int64_t>(b.arrivals - b.departures);
+    w.occupancy_ticks = static_cast<double>(n0) * static_cast<double>(span) +
+                        static_cast<double>(arrived) - static_cast<double>(departed);
+    if (w.occupancy_ticks < 0) w.occupancy_ticks = 0;  // edges read a moment apart
+    return w;
+}
+
 }  // namespace smarm

@@ -31,7 +31,7 @@ namespace {
 std::atomic<std::uint64_t> window_start{0};  ///< ticks() at the last begin()
 
 struct counters {
-    std::atomic<std::uint64_t> injected{0}, absorbed{0}, forgiven{0};
+    std::atomic<std::uint64_t> injected{0}, injected_n{0}, absorbed{0}, forgiven{0};
     std::atomic<std::uint64_t> tail_park{0}, tail_park_n{0}, tail_yield{0}, tail_yield_n{0};
     std::atomic<std::uint64_t> discarded{0}, discarded_n{0}, unarmed_n{0};
 };
@@ -88,6 +88,7 @@ std::uint64_t attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noe
     }
     add(global_delay, delta);
     add(g.injected, delta);
+    add(g.injected_n, 1);
     sl.causal_delay += delta;
     return delta;
 }
@@ -142,7 +143,12 @@ void leaving(scheduler& s, slot& sl, bool park) noexcept {
 }
 
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
-    if (after_park) {  // waiting is never penalised (the blocked-thread rule)
+    const bool external = std::exchange(sl.causal_external, false);
+    // Waiting on another actor or a (virtual-time) timer is never penalised:
+    // the waker ran in the same slowed timeline. The world outside did not
+    // slow down, so a wait on it is paid like runnable time (Coz's rule for
+    // threads woken by the kernel rather than by another thread).
+    if (after_park && !external) {
         const std::uint64_t now_owed = global_delay.load(std::memory_order_relaxed);
         if (sl.causal_delay < now_owed) {
             add(g.forgiven, now_owed - sl.causal_delay);
@@ -237,17 +243,18 @@ bool running() noexcept {
 }
 
 ledger ledger::operator-(const ledger& b) const noexcept {
-    return {injected - b.injected,         absorbed - b.absorbed,       forgiven - b.forgiven,
-            tail_park - b.tail_park,       tail_park_n - b.tail_park_n, tail_yield - b.tail_yield,
-            tail_yield_n - b.tail_yield_n, discarded - b.discarded,     discarded_n - b.discarded_n,
-            unarmed_n - b.unarmed_n};
+    return {injected - b.injected,       injected_n - b.injected_n,   absorbed - b.absorbed,
+            forgiven - b.forgiven,       tail_park - b.tail_park,     tail_park_n - b.tail_park_n,
+            tail_yield - b.tail_yield,   tail_yield_n - b.tail_yield_n, discarded - b.discarded,
+            discarded_n - b.discarded_n, unarmed_n - b.unarmed_n};
 }
 
 ledger totals() noexcept {
     auto r = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
     const auto& c = hooks::g;
-    return {r(c.injected),   r(c.absorbed),     r(c.forgiven),  r(c.tail_park),   r(c.tail_park_n),
-            r(c.tail_yield), r(c.tail_yield_n), r(c.discarded), r(c.discarded_n), r(c.unarmed_n)};
+    return {r(c.injected),   r(c.injected_n),   r(c.absorbed),  r(c.forgiven),
+            r(c.tail_park),  r(c.tail_park_n),  r(c.tail_yield), r(c.tail_yield_n),
+            r(c.discarded),  r(c.discarded_n),  r(c.unarmed_n)};
 }
 
 std::uint64_t global_delay() noexcept {

@@ -15,11 +15,11 @@
 #include <cstdint>
 
 #include "internal.hpp"
+#include "slot_table.hpp"
 
 namespace smarm::internal {
 
 struct scheduler;
-struct slot;
 
 namespace causal_hooks {
 
@@ -50,6 +50,13 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
 [[gnu::always_inline]] inline void on_resume(scheduler& s, slot& sl, bool after_park) noexcept {
     if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
         resumed(s, sl, after_park);
+}
+/// The actor on `s` is about to park on the world outside (IO, the
+/// blocking pool): time passed there is not slowed by the experiment, so the
+/// actor will owe the delay accrued while it waits.
+[[gnu::always_inline]] inline void on_external_wait(slot& sl) noexcept {
+    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
+        sl.causal_external = true;
 }
 /// A new actor is born current: it owes nothing accrued before its spawn.
 [[gnu::always_inline]] inline std::uint64_t birth_delay() noexcept {

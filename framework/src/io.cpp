@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "io_driver.hpp"
+#include "causal.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm::detail {
@@ -49,6 +50,7 @@ void io_submit(unique_function job) {
     // Before the submit: the verdict must never see the job vanish.
     rt.io_outstanding.fetch_add(1, std::memory_order_acq_rel);
     d.submit(std::move(job));
+    causal_hooks::on_external_wait(*current_scheduler()->current);
 }
 
 void io_job_finished(pid waiter, std::uint32_t epoch) noexcept {

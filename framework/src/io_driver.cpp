@@ -16,6 +16,7 @@
 #include <string>
 #include <system_error>
 
+#include "causal.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm::internal {
@@ -249,6 +250,7 @@ bool io_driver::wait(poll_desc* pd, int dir,
                 d->unregister(pd, dir, w.self, w.epoch);  // no-op if the event took it
             }
         } c{this, pd, dir, w, timer};
+        causal_hooks::on_external_wait(*current_scheduler()->current);
         park();
         std::lock_guard g(pd->mu);
         if (!pd->live) throw_errno(EBADF, "smarm io: descriptor closed while waiting");

@@ -106,6 +106,9 @@ struct alignas(64) slot {
     /// thread running the actor: the site it is in, and the delay it has
     /// paid or been forgiven (ticks; it chases the global ledger).
     std::uint32_t causal_site = 0;
+    /// The wait in progress is on the world outside (IO readiness, a
+    /// blocking-pool job): its resume pays the delay, not forgives it.
+    bool causal_external = false;
     std::uint64_t causal_delay = 0;
 
     /// How the actor ended (written by the actor before it finishes).

@@ -23,17 +23,20 @@ std::uint64_t timer_heap::insert(entry e) {
     return (std::uint64_t{slab_[idx].reuse} << 32) | idx;
 }
 
-std::uint64_t timer_heap::insert_wake(time_point deadline, pid target, std::uint32_t epoch) {
+std::uint64_t timer_heap::insert_wake(time_point deadline, pid target, std::uint32_t epoch,
+                                      anchor a) {
     entry e;
     e.deadline = deadline;
+    e.anchored = a;
     e.target = target;
     e.epoch = epoch;
     return insert(std::move(e));
 }
 
-std::uint64_t timer_heap::insert_call(time_point deadline, unique_function fn) {
+std::uint64_t timer_heap::insert_call(time_point deadline, unique_function fn, anchor a) {
     entry e;
     e.deadline = deadline;
+    e.anchored = a;
     e.call = std::move(fn);
     return insert(std::move(e));
 }
@@ -64,9 +67,21 @@ void timer_heap::remove_at(std::size_t pos) noexcept {
     free_.push_back(idx);
 }
 
-void timer_heap::pop_due(time_point now, std::vector<fired>& out) {
+void timer_heap::pop_due(time_point now, std::vector<fired>& out, delay_now d) {
     while (!heap_.empty() && slab_[heap_[0]].deadline <= now) {
         entry& e = slab_[heap_[0]];
+        if (!e.anchored.wall && d.ledger > e.anchored.stamp) [[unlikely]] {
+            const double ns = static_cast<double>(d.ledger - e.anchored.stamp) * d.ns_per_tick;
+            e.anchored.stamp = d.ledger;
+            const auto room = time_point::max() - e.deadline;
+            const auto shift = std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
+            const time_point shifted = shift >= room ? time_point::max() : e.deadline + shift;
+            if (shifted > now) {  // not due in virtual time yet
+                e.deadline = shifted;
+                sift_down(0);
+                continue;
+            }
+        }
         out.push_back(fired{e.target, e.epoch, std::move(e.call)});
         remove_at(0);
     }

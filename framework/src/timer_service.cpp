@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "causal.hpp"
 #include "observe.hpp"
 #include "runtime_impl.hpp"
 #include "scheduler.hpp"
@@ -39,22 +40,40 @@ clock::time_point deadline_after(std::uint64_t at, std::chrono::nanoseconds d) n
 
 namespace smarm::internal {
 
+timer_service::timer_service(runtime_impl& rt, coordinator& coord, slot_table& slots,
+                             std::uint64_t due_check_ticks) noexcept
+    : rt_(rt),
+      coord_(coord),
+      slots_(slots),
+      due_check_ticks_(due_check_ticks),
+      ns_per_tick_(1.0 / ticks_per_ns()) {}
+
 void timer_service::publish_locked() noexcept {
     SMARM_ASSERT(mu_.is_held());
     pending_.store(heap_.size(), std::memory_order_release);
 }
 
-std::uint64_t timer_service::arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch) {
+namespace {
+timer_heap::anchor anchor_now(bool wall) noexcept {
+    if (!causal_hooks::compiled_in) return {0, wall};
+    return {causal_hooks::global_delay.load(std::memory_order_relaxed), wall};
+}
+}  // namespace
+
+std::uint64_t timer_service::arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch,
+                                      bool wall) {
+    const timer_heap::anchor a = anchor_now(wall);
     std::lock_guard g(mu_);
-    const std::uint64_t id = heap_.insert_wake(deadline, p, epoch);
+    const std::uint64_t id = heap_.insert_wake(deadline, p, epoch, a);
     publish_locked();
     coord_.note_deadline(deadline);
     return id;
 }
 
-std::uint64_t timer_service::arm_call(clock::time_point deadline, unique_function fn) {
+std::uint64_t timer_service::arm_call(clock::time_point deadline, unique_function fn, bool wall) {
+    const timer_heap::anchor a = anchor_now(wall);
     std::lock_guard g(mu_);
-    const std::uint64_t id = heap_.insert_call(deadline, std::move(fn));
+    const std::uint64_t id = heap_.insert_call(deadline, std::move(fn), a);
     publish_locked();
     coord_.note_deadline(deadline);
     return id;
@@ -145,7 +164,13 @@ void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
         } else {
             lk.lock();
         }
-        heap_.pop_due(clock::now(), loc.fired);
+        // relaxed: the ledger is a sum; a shift computed from a reading a
+        // moment old is off by that moment's delay, then caught next pop.
+        heap_.pop_due(clock::now(), loc.fired,
+                      {causal_hooks::compiled_in
+                           ? causal_hooks::global_delay.load(std::memory_order_relaxed)
+                           : 0,
+                       ns_per_tick_});
         publish_locked();
         coord_.refresh_deadline(heap_.peek());
         if (!loc.fired.empty()) firing_.fetch_add(1, std::memory_order_relaxed);
@@ -225,10 +250,10 @@ std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t ep
     return actor_scheduler("smarm timer").rt->timers().arm_wake(deadline, p, epoch);
 }
 
-std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire) {
+std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire, bool wall) {
     runtime_impl* rt = active_runtime();
     if (rt == nullptr) throw std::logic_error("smarm::send_after: no runtime is running");
-    return rt->timers().arm_call(deadline, std::move(fire));
+    return rt->timers().arm_call(deadline, std::move(fire), wall);
 }
 
 void defer_wake(std::uint32_t epoch, std::uint64_t at, std::chrono::nanoseconds d) noexcept {
@@ -252,15 +277,17 @@ bool disarm_timer(std::uint64_t id) noexcept {
 
 namespace smarm {
 
-void sleep_until(std::chrono::steady_clock::time_point deadline) {
-    auto [s, sl] = internal::actor_or_throw("smarm::sleep");
+namespace {
+
+void sleep_until_anchored(std::chrono::steady_clock::time_point deadline, bool wall) {
+    auto [s, sl] = internal::actor_or_throw(wall ? "smarm::sleep_wall" : "smarm::sleep");
     const pid me{sl->index, s->current_gen};
     internal::timer_service& timers = s->rt->timers();  // the actor's runtime, wherever it runs
     internal::observe_on(s);
     while (detail::clock::now() < deadline) {
         // The slot stays the actor's; only its scheduler may change.
         std::uint32_t epoch = sl->word.begin_wait();
-        std::uint64_t id = timers.arm_wake(deadline, me, epoch);
+        std::uint64_t id = timers.arm_wake(deadline, me, epoch, wall);
         try {
             detail::park();
         } catch (...) {
@@ -273,11 +300,16 @@ void sleep_until(std::chrono::steady_clock::time_point deadline) {
     }
 }
 
+}  // namespace
+
+void sleep_until(std::chrono::steady_clock::time_point deadline) {
+    sleep_until_anchored(deadline, false);
+}
 void sleep(std::chrono::nanoseconds d) {
-    sleep_until(detail::clock::now() + d);
+    sleep_until_anchored(detail::clock::now() + d, false);
 }
 void sleep_wall(std::chrono::nanoseconds d) {
-    sleep(d);
+    sleep_until_anchored(detail::clock::now() + d, true);
 }
 
 }  // namespace smarm

@@ -71,12 +71,14 @@ class timer_service {
     /// `rt` is the owner: a due wake timer is delivered through its
     /// unpark_at (inline there, on the firing path).
     timer_service(runtime_impl& rt, coordinator& coord, slot_table& slots,
-                  std::uint64_t due_check_ticks) noexcept
-        : rt_(rt), coord_(coord), slots_(slots), due_check_ticks_(due_check_ticks) {}
+                  std::uint64_t due_check_ticks) noexcept;
 
     // ---- arming (any thread) ----
-    std::uint64_t arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch);
-    std::uint64_t arm_call(clock::time_point deadline, unique_function fn);
+    /// `wall`: anchored to wall time, never shifted by causal virtual time
+    /// (timer_heap.hpp); otherwise stamped with the global delay ledger.
+    std::uint64_t arm_wake(clock::time_point deadline, pid p, std::uint32_t epoch,
+                           bool wall = false);
+    std::uint64_t arm_call(clock::time_point deadline, unique_function fn, bool wall = false);
     /// True when the timer had not fired yet (it now never will).
     bool disarm(std::uint64_t id) noexcept;
 
@@ -138,6 +140,7 @@ class timer_service {
     coordinator& coord_;
     slot_table& slots_;
     const std::uint64_t due_check_ticks_;
+    const double ns_per_tick_;
     // The lock's line is written by every scheduler that arms or fires; the
     // immutable part above is read on every loop turn (turn()): each has a
     // line of its own (sharing one: BM_timer_churn_100k 1.165x the old

@@ -1,16 +1,28 @@
 // The causal profiler's rules (smarm/causal.hpp), each on its own: site
-// nesting, born current, forgiveness only after a real park, debt kept over
-// a yield and paid at observation points, the tail flushed at site exit,
-// the sample clock re-armed at site entry.
+// nesting, born current, forgiveness only after a real park on an actor,
+// debt kept over a yield and over an IO wait and paid at observation
+// points, the tail flushed at site exit, the sample clock re-armed at site
+// entry, timers shifted into virtual time and wall timers exempt; latency
+// points' arithmetic; the controller's plan checks, thin windows and output.
 
 #include <smarm/causal.hpp>
 #include <smarm/channel.hpp>
+#include <smarm/io.hpp>
+#include <smarm/progress.hpp>
+#include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
+#include <smarm/timer.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include <smarm_test/run.hpp>
 
@@ -158,4 +170,257 @@ SMARM_TEST(Causal, AnInSiteSwitchOutFlushesItsTail) {
     h.join();
     EXPECT_EQ(d.tail_park_n + d.discarded_n, 1u);
     EXPECT_GE(ms(d.tail_park + d.discarded), 3.0 * 0.999);
+}
+
+// ---- the blocked-thread rule for the world outside ----
+
+SMARM_TEST(Causal, AWaitOnIoPaysTheDelayAWaitOnAnActorDoesNot) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    auto h = smarm::spawn([fd = fds[0]] {
+        (void)smarm::wait_readable(fd);  // woken by the kernel, not an actor
+        EXPECT_LT(causal::my_delay(), causal::global_delay());
+    });
+    smarm_test::await_parked(h.id());
+    causal::inject_for_test(debt_ticks(1));  // accrues while it waits on IO
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    h.join();
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
+// ---- virtual time ----
+
+SMARM_TEST_CLOCK(Causal, ATimerShiftsByTheDelayInjectedSinceItWasArmed) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto [wtx, wrx] = smarm::channel<int>();
+    (void)smarm::send_after(20ms, tx, 1);
+    (void)smarm::send_after_wall(20ms, wtx, 2);
+    const std::uint64_t d = debt_ticks(5);
+    const auto shift = std::chrono::nanoseconds(static_cast<std::int64_t>(causal::ticks_to_ns(d)));
+    causal::inject_for_test(d);  // as if 5+ ms of delay was injected meanwhile
+    clock.advance(20ms);
+    EXPECT_EQ(*wrx.try_recv().value, 2);  // wall-anchored: on time
+    EXPECT_FALSE(rx.try_recv());          // virtual: not due yet
+    // More delay while it waits moves it again.
+    causal::inject_for_test(d);
+    clock.advance(shift);
+    EXPECT_FALSE(rx.try_recv());
+    clock.advance(shift - 1us);
+    EXPECT_FALSE(rx.try_recv());
+    clock.advance(2us);
+    EXPECT_EQ(*rx.try_recv().value, 1);
+}
+
+SMARM_TEST_CLOCK(Causal, SleepIsVirtualSleepWallIsNot) {
+    const std::uint64_t d = debt_ticks(5);
+    const auto shift = std::chrono::nanoseconds(static_cast<std::int64_t>(causal::ticks_to_ns(d)));
+    auto [tx, rx] = smarm::channel<int>();
+    auto a = smarm::spawn([tx] {
+        smarm::sleep(10ms);
+        (void)tx.send(1);
+    });
+    auto b = smarm::spawn([tx] {
+        smarm::sleep_wall(10ms);
+        (void)tx.send(2);
+    });
+    smarm_test::await_parked(a.id());
+    smarm_test::await_parked(b.id());
+    causal::inject_for_test(d);
+    clock.advance(10ms);
+    EXPECT_EQ(*rx.recv(), 2);
+    EXPECT_FALSE(rx.try_recv());
+    clock.advance(shift + 1us);
+    EXPECT_EQ(*rx.recv(), 1);
+    a.join();
+    b.join();
+}
+
+SMARM_TEST_CLOCK(Causal, SendAfterByNameResolvesWhenItFires) {
+    constexpr smarm::name<int> target("causal_test.target");
+    (void)smarm::send_after(5ms, target, 7);  // nobody holds the name yet
+    auto [tx, rx] = smarm::channel<int>();
+    ASSERT_TRUE(smarm::register_name(target, tx));
+    clock.advance(5ms);
+    EXPECT_EQ(*rx.recv(), 7);
+    (void)smarm::send_after_wall(5ms, target, 8);
+    clock.advance(5ms);
+    EXPECT_EQ(*rx.recv(), 8);
+}
+
+// ---- latency points ----
+
+TEST(CausalLatency, LittlesLawOverAWindowIsExactAndWrapsSafely) {
+    for (const std::uint64_t base : {std::uint64_t{0}, std::uint64_t{0xffff'ffff'ffff'f000}}) {
+        // Two in flight before t0 = base+1000; arrivals at +1100, +1200,
+        // departures at +1300, +1500; t1 = +2000. Integral of N(t):
+        // 2*1000 + 900 + 800 - 700 - 500 = 2500 over 2 arrivals.
+        smarm::latency_point::totals b{2, 0, base * 2 + 300, 0};
+        smarm::latency_point::totals a{4, 2, b.arrival_ticks + (base + 1100) + (base + 1200),
+                                       (base + 1300) + (base + 1500)};
+        const auto w = smarm::latency_point::between(b, a, base + 1000, base + 2000);
+        EXPECT_EQ(w.arrivals, 2u);
+        EXPECT_EQ(w.departures, 2u);
+        EXPECT_EQ(w.in_flight_end, 2);
+        EXPECT_DOUBLE_EQ(w.occupancy_ticks, 2500.0);
+        EXPECT_DOUBLE_EQ(w.mean_ticks(), 1250.0);
+    }
+}
+
+TEST(CausalLatency, EdgesSumByName) {
+    const auto before = smarm::latency_point::snapshot()["causal_test.lat"];
+    for (int i = 0; i < 3; ++i)
+        SMARM_LATENCY_BEGIN("causal_test.lat");
+    SMARM_LATENCY_END("causal_test.lat");
+    const auto after = smarm::latency_point::snapshot()["causal_test.lat"];
+    EXPECT_EQ(after.arrivals - before.arrivals, 3u);
+    EXPECT_EQ(after.departures - before.departures, 1u);
+    EXPECT_EQ(after.in_flight(), 2u);
+}
+
+// A writer hits one edge as fast as it can while a reader takes windows:
+// the window's hits must have ticks inside it, Sum(t1 - t_i) in
+// [0, hits x (t1 - t0 + slack)]. A hit whose count the reader saw without
+// its tick would put that sum off by the machine's uptime in ticks.
+TEST(CausalLatency, AWindowReadDuringHitsIsConsistent) {
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+        while (!stop.load(std::memory_order_relaxed))
+            SMARM_LATENCY_BEGIN("causal_test.torn");
+    });
+    constexpr std::uint64_t mask = (std::uint64_t{1} << smarm::latency_point::tick_bits) - 1;
+    const double slack = 50e6 / smarm::causal::ticks_to_ns(1'000'000) * 1e6;  // 50 ms
+    std::uint64_t t0 = smarm::detail::ticks();
+    auto before = smarm::latency_point::snapshot()["causal_test.torn"];
+    unsigned windows_with_hits = 0;
+    for (int i = 0; i < 20000; ++i) {
+        const auto after = smarm::latency_point::snapshot()["causal_test.torn"];
+        const std::uint64_t t1 = smarm::detail::ticks();
+        const std::uint64_t hits = after.arrivals - before.arrivals;
+        std::uint64_t v = (hits * t1 - (after.arrival_ticks - before.arrival_ticks)) & mask;
+        const auto to_t1 = static_cast<double>(static_cast<std::int64_t>(v << 8) >> 8);
+        ASSERT_GE(to_t1, 0.0) << "window " << i << ", " << hits << " hits";
+        ASSERT_LE(to_t1, static_cast<double>(hits) * (static_cast<double>(t1 - t0) + slack))
+            << "window " << i << ", " << hits << " hits";
+        windows_with_hits += hits > 0;
+        before = after;
+        t0 = t1;
+    }
+    stop = true;
+    writer.join();
+    EXPECT_GT(windows_with_hits, 100u);
+}
+
+// ---- the controller ----
+
+TEST(CausalRun, BadPlansAreRefusedByName) {
+    (void)causal::register_site("plan_site");
+    auto refused = [](causal::plan p, const char* what) {
+        try {
+            (void)causal::run(p);
+            ADD_FAILURE() << "accepted: " << what;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    causal::plan p;
+    p.speedups = {25, 50};
+    refused(p, "no 0% baseline");
+    p.speedups = {0, 120};
+    refused(p, "120%");
+    p = {};
+    p.sites = {"no_such_site"};
+    refused(p, "\"no_such_site\"");
+    p = {};
+    p.max_window = 10ms;
+    refused(p, "max_window");
+    p = {};
+    p.mode = causal::plan::schedule::randomized;
+    p.experiments = 0;
+    refused(p, "experiments");
+}
+
+SMARM_TEST(CausalRun, ThinWindowsDoubleUpToTheLongestAndAreNotCounted) {
+    (void)causal::register_site("thin_site");
+    causal::plan p;
+    p.sites = {"thin_site"};
+    p.speedups = {0};
+    p.window = 20ms;
+    p.max_window = 80ms;
+    p.cooldown = 0ms;
+    p.points = {"causal_test.never_visited"};
+    const auto pr = causal::run(p);
+    ASSERT_EQ(pr.windows.size(), 3u);  // 20, 40, 80 ms: thin each time
+    EXPECT_GE(pr.windows[0].wall, 20ms);
+    EXPECT_GE(pr.windows[1].wall, 40ms);
+    EXPECT_GE(pr.windows[2].wall, 80ms);
+    for (const auto& w : pr.windows)
+        EXPECT_TRUE(w.thin);
+    EXPECT_TRUE(pr.cells().empty());
+    EXPECT_EQ(causal::render_coz(pr).find("experiment\t"), std::string::npos);
+}
+
+namespace {
+/// Compute in small steps with an observation point between them.
+void work(std::chrono::microseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until)
+        smarm::check();
+}
+}  // namespace
+
+SMARM_TEST(CausalRun, ASweepMeasuresEveryCellAndRendersCozLines) {
+    std::atomic<bool> stop{false};
+    auto worker = smarm::spawn([&stop] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            {
+                auto g = SMARM_CAUSAL_SITE("sweep_site");
+                work(200us);
+            }
+            SMARM_PROGRESS("causal_test.items");
+            SMARM_LATENCY_BEGIN("causal_test.item");
+            work(50us);
+            SMARM_LATENCY_END("causal_test.item");
+        }
+    });
+    causal::plan p;
+    p.sites = {"sweep_site"};
+    p.speedups = {0, 50};
+    p.window = 100ms;
+    p.points = {"causal_test.items"};
+    const auto pr = causal::run(p);
+    stop = true;
+    worker.join();
+    ASSERT_EQ(pr.windows.size(), 2u);
+    EXPECT_EQ(pr.windows[0].speedup, 0u);
+    EXPECT_EQ(pr.windows[0].injected, 0ns);
+    EXPECT_GT(pr.windows[1].injected, 0ns);
+    EXPECT_GT(pr.windows[1].samples, 0u);
+    EXPECT_TRUE(pr.impact("sweep_site", 50, "causal_test.items").has_value());
+    EXPECT_TRUE(pr.impact("sweep_site", 0, "causal_test.items").has_value());
+    EXPECT_DOUBLE_EQ(*pr.impact("sweep_site", 0, "causal_test.items"), 0.0);
+    const auto cell = pr.find("sweep_site", 0);
+    ASSERT_TRUE(cell.has_value());
+    ASSERT_TRUE(cell->latency.count("causal_test.item"));
+    EXPECT_GT(cell->latency.at("causal_test.item").mean_ns, 0.0);
+
+    // Coz's viewer format: tab-separated key=value fields.
+    const std::string coz = causal::render_coz(pr);
+    EXPECT_EQ(coz.rfind("startup\ttime=", 0), 0u);
+    EXPECT_NE(coz.find("experiment\tselected=sweep_site\tspeedup=0.50\tduration="),
+              std::string::npos);
+    EXPECT_NE(coz.find("\tselected-samples="), std::string::npos);
+    EXPECT_NE(coz.find("throughput-point\tname=causal_test.items\tdelta="), std::string::npos);
+    EXPECT_NE(coz.find("latency-point\tname=causal_test.item\tarrivals="), std::string::npos);
+    EXPECT_NE(coz.find("\nruntime\ttime="), std::string::npos);
+    const std::string sum = causal::render_summary(pr);
+    EXPECT_NE(sum.find("site sweep_site"), std::string::npos);
+    EXPECT_NE(sum.find("throughput causal_test.items"), std::string::npos);
+    const std::string js = causal::render_json(pr);
+    EXPECT_EQ(js.front(), '{');
+    EXPECT_NE(js.find("\"cells\":["), std::string::npos);
+    const std::string gp = causal::render_gnuplot(pr, "x.svg", "causal_test.items");
+    EXPECT_NE(gp.find("set terminal svg"), std::string::npos);
+    EXPECT_NE(gp.find("title 'sweep_site'"), std::string::npos);
+    EXPECT_THROW((void)causal::render_gnuplot(pr, "x.gif"), std::invalid_argument);
 }

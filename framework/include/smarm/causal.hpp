@@ -16,10 +16,17 @@
 // - A site is per actor: its id lives in the actor's slot, so it survives
 //   preemption and migration; guards nest (the outer site is restored);
 //   outside an actor a guard does nothing.
-// - An actor resumed after a real park (it waited on something) is forgiven
-//   the delay that accrued while it waited: its ledger is set to the global
-//   one. An actor that yielded or was preempted was runnable all along and
-//   keeps its debt.
+// - An actor resumed after a real park on another actor (a channel, a
+//   mutex, a call) or on a timer is forgiven the delay that accrued while
+//   it waited: its ledger is set to the global one (the waker ran in the
+//   same slowed timeline; timers keep virtual time, below). An actor that
+//   yielded or was preempted was runnable all along and keeps its debt, and
+//   so does one that waited on the world outside (IO readiness, a
+//   blocking-pool job): that world was not slowed, so the wait counts like
+//   runnable time (Coz's rule for threads the kernel wakes).
+// - Virtual time: a timer's deadline shifts by the delay injected since it
+//   was armed (sleep, send_after, receive and call timeouts, gen_server and
+//   gen_statem timers); sleep_wall and send_after_wall are exempt.
 // - A new actor is born current (its ledger starts at the global one).
 // - Leaving the selected site, or switching out inside it, flushes the
 //   sample interval since the last sample (the tail is not lost); entering
@@ -28,16 +35,20 @@
 // - Ledgers are in ticks (TSC where available); ticks_per_ns is measured at
 //   start, never assumed.
 //
-// Cost when no experiment runs: one relaxed load at each switch and at each
-// observation point's clock read. Configured out entirely with
+// Cost when no experiment runs: one relaxed load at each switch, at each
+// observation point's clock read and at each timer's arm and firing. Configured out entirely with
 // -DSMARM_CAUSAL=OFF (SMARM_CAUSAL_ENABLED 0): the guard is then empty.
 //
 // Thread safety: every function may be called from any thread; begin/end
 // are meant for one controller at a time.
 
+#include <chrono>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #ifndef SMARM_CAUSAL_ENABLED
 #define SMARM_CAUSAL_ENABLED 1
@@ -86,6 +97,7 @@ bool running() noexcept;
 /// since the process started; a window is the difference of two reads.
 struct ledger {
     std::uint64_t injected = 0;  ///< added to the global ledger by in-site samples
+    std::uint64_t injected_n = 0;  ///< the samples that added it
     std::uint64_t absorbed = 0;  ///< spun off by actors paying their debt
     std::uint64_t forgiven = 0;  ///< waived at resume after a real park
     /// In-site intervals closed by a switch-out (attributed like any
@@ -110,6 +122,116 @@ std::uint64_t my_delay() noexcept;
 void inject_for_test(std::uint64_t ticks) noexcept;
 /// Ticks to nanoseconds at the measured rate.
 double ticks_to_ns(std::uint64_t ticks) noexcept;
+
+// ---- the controller ----
+//
+// run(plan) runs experiment windows one after the other and returns what
+// each saw. A window selects one site and one speedup, lasts a wall-clock
+// length (the controller sleeps wall-anchored: its own sleeps never chase
+// the delay it injects), and records every progress and latency point's
+// change. A cooldown separates windows. Sites and points must exist when
+// run() starts: start the workload first.
+//
+// Two schedules:
+// - sweep: every selected site x every speedup in `speedups`, `rounds`
+//   times (the seed's exhaustive sweep; rounds interleave, so slow drift in
+//   the workload spreads over every cell instead of biasing one).
+// - randomized (Coz): `experiments` windows, each on a random selected site
+//   with a speedup drawn from {0, 5, ..., 100}%, where 0 has `baseline_weight`
+//   extra chances (every cell needs a baseline to be compared with).
+// In both, a window in which a watched point saw fewer than `min_visits`
+// events is thin: it is kept in the profile (flagged) but not counted, and
+// the window length doubles (up to max_window) until points see enough. A
+// sweep repeats a thin cell at the doubled length.
+
+struct plan {
+    enum class schedule { sweep, randomized };
+    schedule mode = schedule::sweep;
+    std::vector<unsigned> speedups{0, 25, 50};  ///< sweep: percent, each <= 100
+    unsigned rounds = 1;                        ///< sweep: passes over the cells
+    unsigned experiments = 40;                  ///< randomized: windows to run
+    unsigned baseline_weight = 7;               ///< randomized: extra odds of 0%
+    std::chrono::milliseconds window{500};      ///< shortest window
+    std::chrono::milliseconds max_window{8000};
+    std::chrono::milliseconds cooldown{10};
+    std::uint64_t min_visits = 5;
+    /// Site names to experiment on; empty: every registered site. An unknown
+    /// name is an error (std::invalid_argument naming it).
+    std::vector<std::string> sites;
+    /// Points whose visits decide thin windows; empty: every point that
+    /// moved since run() began.
+    std::vector<std::string> points;
+    std::uint64_t seed = 0;  ///< randomized; 0: from the clock
+};
+
+/// What one window of a latency point saw.
+struct latency_sample {
+    std::uint64_t arrivals = 0, departures = 0;
+    std::int64_t in_flight = 0;  ///< at the window's end
+    double mean_ns = 0;          ///< Little's law, in the window's virtual time
+};
+
+/// One experiment window.
+struct window {
+    std::string site;
+    unsigned speedup = 0;  ///< percent
+    std::chrono::nanoseconds wall{0};
+    std::chrono::nanoseconds injected{0};  ///< delay injected (virtual = wall - injected)
+    std::uint64_t samples = 0;             ///< in-site samples that injected delay
+    std::map<std::string, std::uint64_t> throughput;  ///< progress point -> visits
+    std::map<std::string, latency_sample> latency;
+    ledger audit;  ///< the window's share of totals(), ticks
+    bool thin = false;  ///< a watched point saw fewer than min_visits: not counted
+    std::chrono::nanoseconds virtual_time() const noexcept { return wall - injected; }
+};
+
+/// Every window of one run(), and the cells they add up to.
+struct profile {
+    std::vector<window> windows;
+    std::int64_t startup_ns = 0;  ///< system clock at run() start (Coz's `startup`)
+
+    /// One (site, speedup) cell: the counted windows summed.
+    struct cell {
+        std::string site;
+        unsigned speedup = 0;
+        unsigned windows = 0;
+        std::chrono::nanoseconds wall{0}, injected{0};
+        std::map<std::string, std::uint64_t> throughput;
+        std::map<std::string, latency_sample> latency;  ///< mean_ns arrival-weighted
+        /// Visits per second of virtual time.
+        std::optional<double> rate(const std::string& point) const;
+    };
+    /// Cells ordered by site (first seen) then speedup.
+    std::vector<cell> cells() const;
+    std::optional<cell> find(std::string_view site, unsigned speedup) const;
+    /// Program speedup (percent) at `point` when `site` runs `speedup`%
+    /// faster, against the same site's 0% cell: positive is faster (for a
+    /// latency point, a shorter mean latency). Empty when either cell is
+    /// missing or the baseline saw nothing.
+    std::optional<double> impact(std::string_view site, unsigned speedup,
+                                 const std::string& point) const;
+};
+
+/// Runs `p` and returns the profile. Callable from an actor (the controller
+/// parks between checks) or from an OS thread while a runtime runs.
+/// std::invalid_argument for a bad plan (named field) or when there is no
+/// site to experiment on; std::logic_error when another run() is active.
+profile run(const plan& p);
+
+/// A text table: per site, per point, each speedup's rate and impact, then
+/// the audit ledger per cell and the fidelity note.
+std::string render_summary(const profile& pr);
+/// Coz's profile.coz lines (startup, experiment, throughput-point,
+/// latency-point, runtime), which Coz's viewer plots. Thin windows are left
+/// out, as Coz does.
+std::string render_coz(const profile& pr);
+/// The whole profile as one JSON object.
+std::string render_json(const profile& pr);
+/// A gnuplot script drawing program speedup against site speedup, one line
+/// per site, for throughput point `point` (empty: the first one), to
+/// `output` (.png or .svg; std::invalid_argument otherwise).
+std::string render_gnuplot(const profile& pr, const std::string& output,
+                           const std::string& point = {});
 
 }  // namespace smarm::causal
 

@@ -4,8 +4,15 @@
 // All timers live in the runtime's one heap; deadlines are nanosecond
 // precise. A delayed send runs on a scheduler thread when due (it does not
 // park anybody). Timers still pending when a run ends are dropped.
+//
+// Virtual time: while the causal profiler injects delay (causal.hpp), a
+// timer's deadline moves later by the delay injected since it was armed,
+// so timeouts keep their length in the profiled program's virtual time.
+// The _wall variants (and sleep_wall) are anchored to wall time instead:
+// for measurement machinery whose sleeps define wall time.
 
 #include <smarm/channel.hpp>
+#include <smarm/registry.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -30,11 +37,35 @@ timer_id send_after(std::chrono::nanoseconds delay, sender<T> to, T msg) {
         [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); })};
 }
 
-/// send_after anchored to wall time (unaffected by causal-profiling virtual
-/// speedups; identical to send_after while no experiment runs).
+/// send_after anchored to wall time: never shifted by causal-profiling
+/// virtual time (identical to send_after while no delay was injected).
 template <class T>
 timer_id send_after_wall(std::chrono::nanoseconds delay, sender<T> to, T msg) {
-    return send_after(delay, std::move(to), std::move(msg));
+    return timer_id{detail::arm_call_timer(
+        detail::clock::now() + delay,
+        [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); },
+        true)};
+}
+
+/// Sends `msg` to whoever holds `n` when the timer fires (resolved then,
+/// so a restarted holder gets it); dropped when nobody does. The name's
+/// text is copied.
+template <class T>
+timer_id send_after(std::chrono::nanoseconds delay, name<T> n, T msg) {
+    return timer_id{detail::arm_call_timer(
+        detail::clock::now() + delay,
+        [text = std::string(n.text), msg = std::move(msg)]() mutable {
+            (void)smarm::send(name<T>(text), std::move(msg));
+        })};
+}
+/// send_after by name, anchored to wall time.
+template <class T>
+timer_id send_after_wall(std::chrono::nanoseconds delay, name<T> n, T msg) {
+    return timer_id{detail::arm_call_timer(
+        detail::clock::now() + delay,
+        [text = std::string(n.text), msg = std::move(msg)]() mutable {
+            (void)smarm::send(name<T>(text), std::move(msg));
+        }, true)};
 }
 
 /// Cancels a pending timer: true when it had not fired (it never will).

@@ -140,8 +140,9 @@ void note_message_received() noexcept;
 
 /// Arm a timer that calls unpark_at(p, epoch) at `deadline`; returns its id.
 std::uint64_t arm_wake_timer(clock::time_point deadline, pid p, std::uint32_t epoch);
-/// Arm a timer that runs `fire` on a scheduler thread at `deadline`.
-std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire);
+/// Arm a timer that runs `fire` on a scheduler thread at `deadline`;
+/// `wall`: exempt from the causal profiler's virtual-time shift.
+std::uint64_t arm_call_timer(clock::time_point deadline, unique_function fire, bool wall = false);
 /// Disarm a timer; true if it had not fired yet.
 bool disarm_timer(std::uint64_t id) noexcept;
 

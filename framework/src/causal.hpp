@@ -53,10 +53,16 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
 }
 /// The actor on `s` is about to park on the world outside (IO, the
 /// blocking pool): time passed there is not slowed by the experiment, so the
-/// actor will owe the delay accrued while it waits.
+/// actor will owe the delay accrued while it waits. Marked whether or not
+/// an experiment runs: one may begin during the wait (found by ctest, where
+/// each test is a fresh process and the park came before the first begin).
 [[gnu::always_inline]] inline void on_external_wait(slot& sl) noexcept {
-    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
-        sl.causal_external = true;
+    if (compiled_in) sl.causal_external = true;
+}
+/// The external wait is over (whether or not it parked or an experiment
+/// ran): a later park on an actor is forgiven again.
+[[gnu::always_inline]] inline void end_external_wait(slot& sl) noexcept {
+    if (compiled_in) sl.causal_external = false;
 }
 /// A new actor is born current: it owes nothing accrued before its spawn.
 [[gnu::always_inline]] inline std::uint64_t birth_delay() noexcept {

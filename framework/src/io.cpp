@@ -6,8 +6,8 @@
 
 #include <stdexcept>
 
-#include "io_driver.hpp"
 #include "causal.hpp"
+#include "io_driver.hpp"
 #include "runtime_impl.hpp"
 
 namespace smarm::detail {
@@ -51,6 +51,11 @@ void io_submit(unique_function job) {
     rt.io_outstanding.fetch_add(1, std::memory_order_acq_rel);
     d.submit(std::move(job));
     causal_hooks::on_external_wait(*current_scheduler()->current);
+}
+
+void io_job_collected() noexcept {
+    if (scheduler* s = current_scheduler(); s != nullptr && s->current != nullptr)
+        causal_hooks::end_external_wait(*s->current);
 }
 
 void io_job_finished(pid waiter, std::uint32_t epoch) noexcept {

@@ -245,12 +245,14 @@ bool io_driver::wait(poll_desc* pd, int dir,
             int dir;
             wait_token w;
             std::uint64_t timer;
+            slot& me;  // the actor's own slot: stable across migration
             ~cleanup() {
+                causal_hooks::end_external_wait(me);
                 if (timer) disarm_timer(timer);
                 d->unregister(pd, dir, w.self, w.epoch);  // no-op if the event took it
             }
-        } c{this, pd, dir, w, timer};
-        causal_hooks::on_external_wait(*current_scheduler()->current);
+        } c{this, pd, dir, w, timer, *current_scheduler()->current};
+        causal_hooks::on_external_wait(c.me);
         park();
         std::lock_guard g(pd->mu);
         if (!pd->live) throw_errno(EBADF, "smarm io: descriptor closed while waiting");

@@ -182,8 +182,33 @@ SMARM_TEST(Causal, AWaitOnIoPaysTheDelayAWaitOnAnActorDoesNot) {
         EXPECT_LT(causal::my_delay(), causal::global_delay());
     });
     smarm_test::await_parked(h.id());
-    causal::inject_for_test(debt_ticks(1));  // accrues while it waits on IO
+    // Begun after the park: the wait is marked external all the same. 20 ms
+    // of debt outlasts what the way out of the wait can pay (1 ms a visit).
+    causal::inject_for_test(debt_ticks(20));
     ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    h.join();
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
+SMARM_TEST(Causal, AnIoWaitOverLeavesNoMarkOnTheNextPark) {
+    // The IO wait ends while no experiment runs; the actor's next park, on
+    // an actor, must still be forgiven.
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    auto [tx, rx] = smarm::channel<int>();
+    auto [done_tx, done_rx] = smarm::channel<int>();
+    auto h = smarm::spawn([fd = fds[0], rx = std::move(rx), done = std::move(done_tx)]() mutable {
+        (void)smarm::wait_readable(fd);
+        (void)done.send(1);
+        (void)rx.recv();  // woken by an actor
+        EXPECT_GE(causal::my_delay(), causal::global_delay());
+    });
+    ASSERT_TRUE(done_rx.recv());
+    smarm_test::await_parked(h.id());  // in recv
+    causal::inject_for_test(debt_ticks(20));
+    (void)tx.send(1);
     h.join();
     ::close(fds[0]);
     ::close(fds[1]);

@@ -36,8 +36,10 @@
 //   start, never assumed.
 //
 // Cost when no experiment runs: one relaxed load at each switch, at each
-// observation point's clock read and at each timer's arm and firing. Configured out entirely with
-// -DSMARM_CAUSAL=OFF (SMARM_CAUSAL_ENABLED 0): the guard is then empty.
+// observation point's clock read and at each timer's arm and firing, and a
+// byte store in the actor's slot at each wait on IO. Configured out
+// entirely with -DSMARM_CAUSAL=OFF (SMARM_CAUSAL_ENABLED 0): the guard is
+// then empty.
 //
 // Thread safety: every function may be called from any thread; begin/end
 // are meant for one controller at a time.
@@ -96,10 +98,10 @@ bool running() noexcept;
 /// Where delay went, in ticks (counts where named _n). Monotonic totals
 /// since the process started; a window is the difference of two reads.
 struct ledger {
-    std::uint64_t injected = 0;  ///< added to the global ledger by in-site samples
+    std::uint64_t injected = 0;    ///< added to the global ledger by in-site samples
     std::uint64_t injected_n = 0;  ///< the samples that added it
-    std::uint64_t absorbed = 0;  ///< spun off by actors paying their debt
-    std::uint64_t forgiven = 0;  ///< waived at resume after a real park
+    std::uint64_t absorbed = 0;    ///< spun off by actors paying their debt
+    std::uint64_t forgiven = 0;    ///< waived at resume after a real park
     /// In-site intervals closed by a switch-out (attributed like any
     /// sample: the actor was on-CPU in the site until it left).
     std::uint64_t tail_park = 0;
@@ -180,7 +182,7 @@ struct window {
     std::uint64_t samples = 0;             ///< in-site samples that injected delay
     std::map<std::string, std::uint64_t> throughput;  ///< progress point -> visits
     std::map<std::string, latency_sample> latency;
-    ledger audit;  ///< the window's share of totals(), ticks
+    ledger audit;       ///< the window's share of totals(), ticks
     bool thin = false;  ///< a watched point saw fewer than min_visits: not counted
     std::chrono::nanoseconds virtual_time() const noexcept { return wall - injected; }
 };

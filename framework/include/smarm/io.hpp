@@ -59,6 +59,9 @@ bool io_persistent_sockets(io_driver& d) noexcept;
 void io_submit(unique_function job);
 /// A pool job is done: io_outstanding -= 1, then wake (waiter, epoch).
 void io_job_finished(pid waiter, std::uint32_t epoch) noexcept;
+/// The calling actor has its job's result: its wait on the world outside
+/// is over (the causal profiler's IO rule, io_submit).
+void io_job_collected() noexcept;
 
 /// A select arm over a descriptor registration.
 class fd_source final : public select_source {
@@ -159,6 +162,7 @@ auto block_on_io(F&& fn) -> std::invoke_result_t<std::decay_t<F>&> {
             detail::park();
         }
     }
+    detail::io_job_collected();
     detail::observe();  // a stop requested meanwhile is thrown now
     if (st->error) std::rethrow_exception(st->error);
     if constexpr (!std::is_void_v<result>) return std::move(*st->value);

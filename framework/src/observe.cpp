@@ -53,6 +53,7 @@ void adapt_obs_period(scheduler& s, slot& sl, std::uint64_t now) noexcept {
     causal_hooks::on_observe(*s, sl);  // may pay debt: before the slice is judged
     const std::uint64_t now = ticks();
     adapt_obs_period(*s, sl, now);
+    if (s->wake_slot != nullptr) s->rt->spill_stale_wake_slot(*s, now);
     if (now < s->slice_end) return s;
     if (now - s->slice_end >= s->rt->slice_ticks()) {
         bump(s->overruns);

@@ -86,6 +86,12 @@ struct alignas(64) scheduler {
     /// The actor to run next on this scheduler, before the shared queue
     /// (see runtime_impl::enqueue_from).
     slot* wake_slot = nullptr;
+    /// The wake slot, `pops` and the tick at the clock read that first saw
+    /// its occupant (runtime_impl::spill_stale_wake_slot): the same occupant
+    /// with no pop since has waited that long behind a busy actor.
+    slot* wake_seen = nullptr;
+    std::uint64_t wake_seen_pops = 0;
+    std::uint64_t wake_seen_at = 0;
     switch_reason why = switch_reason::yield;
     /// Direct switches left before the loop must run again (take_direct).
     static constexpr std::uint32_t direct_period = 64;

@@ -305,6 +305,37 @@ TEST(Runtime, SparseObservationPointsYieldNearTheSliceEnd) {
         EXPECT_LE(runs[i], 3) << "slice " << i;
 }
 
+TEST(Runtime, AnIdleSchedulerTakesOverAWokenActorFromABusyOne) {
+    // `busy` wakes `waiter` and keeps computing: the waiter sits in busy's
+    // scheduler's wake slot, and the other scheduler is idle. With a 5 s
+    // slice busy never yields, so only an idle sibling taking the waiter
+    // over lets it run before busy gives up. Before: a two-stage pipeline
+    // (loadtest/causal --predict) ran its stages one after the other.
+    smarm::runtime_config c = smarm_test::config(2);
+    c.timeslice = 5s;
+    smarm::runtime rt(c);
+    std::atomic<bool> ran{false};
+    bool ran_while_busy = false;
+    rt.run([&] {
+        auto [tx, rx] = smarm::channel<int>();
+        auto waiter = smarm::spawn([&ran, rx = std::move(rx)]() mutable {
+            (void)rx.recv();
+            ran = true;
+        });
+        smarm_test::await_parked(waiter.id());
+        auto busy = smarm::spawn([&, tx = std::move(tx)]() mutable {
+            (void)tx.send(1);
+            const auto until = steady::now() + 3s;
+            while (!ran.load() && steady::now() < until)
+                SMARM_CHECK();
+            ran_while_busy = ran.load();
+        });
+        busy.join();
+        waiter.join();
+    });
+    EXPECT_TRUE(ran_while_busy);
+}
+
 TEST(Runtime, RootDrainStopsParkedForeverActors) {
     std::atomic<int> stopped_count{0};
     smarm_test::run([&] {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -448,4 +449,46 @@ SMARM_TEST(CausalRun, ASweepMeasuresEveryCellAndRendersCozLines) {
     EXPECT_NE(gp.find("set terminal svg"), std::string::npos);
     EXPECT_NE(gp.find("title 'sweep_site'"), std::string::npos);
     EXPECT_THROW((void)causal::render_gnuplot(pr, "x.gif"), std::invalid_argument);
+}
+
+SMARM_TEST(CausalRun, ARandomizedRunFromAnOsThreadSteps5PercentWithExtraBaselines) {
+    std::atomic<bool> stop{false};
+    auto worker = smarm::spawn([&stop] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            {
+                auto g = SMARM_CAUSAL_SITE("random_site");
+                work(100us);
+            }
+            SMARM_PROGRESS("causal_test.random_items");
+        }
+    });
+    causal::profile pr;
+    std::thread controller([&] {  // not an actor: the controller sleeps the thread
+        causal::plan p;
+        p.mode = causal::plan::schedule::randomized;
+        p.sites = {"random_site"};
+        p.experiments = 24;
+        p.window = 10ms;
+        p.cooldown = 0ms;
+        p.seed = 7;
+        p.points = {"causal_test.random_items"};
+        pr = causal::run(p);
+    });
+    smarm::block_on_io([&] { controller.join(); });  // not holding a scheduler
+    stop = true;
+    worker.join();
+    ASSERT_EQ(pr.windows.size(), 24u);
+    std::set<unsigned> speedups;
+    unsigned zero = 0;
+    for (const auto& w : pr.windows) {
+        EXPECT_EQ(w.site, "random_site");
+        EXPECT_EQ(w.speedup % 5, 0u);
+        EXPECT_LE(w.speedup, 100u);
+        speedups.insert(w.speedup);
+        zero += w.speedup == 0 ? 1 : 0;
+    }
+    // 21 steps, 7 extra weights on 0%: about a quarter of windows are
+    // baselines (seed 7 fixes the draw, so this cannot flake).
+    EXPECT_GE(zero, 2u);
+    EXPECT_GE(speedups.size(), 6u);
 }

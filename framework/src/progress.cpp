@@ -51,12 +51,21 @@ std::map<std::string, latency_point::totals> latency_point::snapshot() {
     for (latency_point* p = g_latency_head.load(std::memory_order_acquire); p != nullptr;
          p = p->next_) {
         totals& t = out[p->name_];
-        // acquire: every hit in `word` has its count in count_ (hit()).
-        const std::uint64_t word = p->stamps_.load(std::memory_order_acquire);
-        const std::uint64_t ahead = p->count_.load(std::memory_order_relaxed);
-        // The hits `word` holds: count_ less those in progress (their tick
-        // not added yet), which the low 8 bits tell apart.
-        const std::uint64_t n = ahead - ((ahead - word) & 0xff);
+        std::uint64_t word = 0, n = 0;
+        for (;;) {
+            // acquire: the c hits counted have their ticks in `word` (hit()).
+            const std::uint64_t c = p->count_.load(std::memory_order_acquire);
+            // acquire: keeps the second count load after this one.
+            word = p->stamps_.load(std::memory_order_acquire);
+            const std::uint64_t c2 = p->count_.load(std::memory_order_relaxed);
+            // `word` holds c + k hits, 0 <= k <= (c2 - c) + hits in progress:
+            // below 256, the low 8 bits give k. Else the writers outran this
+            // read (it was descheduled): read again.
+            if (c2 - c < 128) {
+                n = c + ((word - c) & 0xff);
+                break;
+            }
+        }
         const std::uint64_t sum = ((word - n) >> 8) & tick_mask;
         if (p->edge_ == edge::begin) {
             t.arrivals += n;

@@ -20,9 +20,12 @@
 // A hit's count and tick land in two words, so a reader could see one
 // without the other, and a missing tick is the whole uptime's worth of
 // error. The tick word therefore carries its own count: each hit adds
-// (tick << 8) + 1, so its low 8 bits are the number of ticks it holds mod
-// 256, and the reader takes the hit count that matches (the count word runs
-// ahead of it by the hits in progress, fewer than 256). Tick sums are thus
+// (tick << 8) + 1 to it first and bumps the count word second, so the low
+// 8 bits say how many ticks the word holds mod 256. The reader loads the
+// count (c), the tick word, then the count again (c2): the word holds at
+// least c hits and at most c2 plus the hits in progress, so while c2 - c
+// stays small (the reader retries otherwise) and fewer than 128 threads
+// hit one point at once, the low bits pick the exact count. Tick sums are thus
 // mod 2^56; a window's differences stay exact while hits x window length
 // stays below 2^55 ticks (10^6 hits over a 10 s window at 3 GHz is 3e16 of
 // 3.6e16: size windows below that).
@@ -75,9 +78,9 @@ class latency_point {
     void hit() noexcept {
         const std::uint64_t t = detail::ticks();
         // relaxed: ordered before the release below, which is what readers need.
-        count_.fetch_add(1, std::memory_order_relaxed);
-        // release: a reader that sees this tick (acquire) sees its count.
-        stamps_.fetch_add((t << 8) + 1, std::memory_order_release);
+        stamps_.fetch_add((t << 8) + 1, std::memory_order_relaxed);
+        // release: a reader that sees this count (acquire) sees its tick.
+        count_.fetch_add(1, std::memory_order_release);
     }
 
     /// Both edges of one name, summed over their call sites.
@@ -122,14 +125,14 @@ class latency_point {
     } while (0)
 
 /// One unit of work for latency point `name` arrives here.
-#define SMARM_LATENCY_BEGIN(name)                                                             \
-    do {                                                                                      \
+#define SMARM_LATENCY_BEGIN(name)                                                                \
+    do {                                                                                         \
         static ::smarm::latency_point smarm_latency_{name, ::smarm::latency_point::edge::begin}; \
-        smarm_latency_.hit();                                                                 \
+        smarm_latency_.hit();                                                                    \
     } while (0)
 /// One unit of work for latency point `name` departs here.
-#define SMARM_LATENCY_END(name)                                                             \
-    do {                                                                                    \
+#define SMARM_LATENCY_END(name)                                                                \
+    do {                                                                                       \
         static ::smarm::latency_point smarm_latency_{name, ::smarm::latency_point::edge::end}; \
-        smarm_latency_.hit();                                                               \
+        smarm_latency_.hit();                                                                  \
     } while (0)

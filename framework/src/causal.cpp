@@ -34,6 +34,7 @@ struct counters {
     std::atomic<std::uint64_t> injected{0}, injected_n{0}, absorbed{0}, forgiven{0};
     std::atomic<std::uint64_t> tail_park{0}, tail_park_n{0}, tail_yield{0}, tail_yield_n{0};
     std::atomic<std::uint64_t> discarded{0}, discarded_n{0}, unarmed_n{0};
+    std::atomic<std::uint64_t> offcpu{0}, offcpu_n{0};
 };
 counters g;
 
@@ -140,9 +141,23 @@ void leaving(scheduler& s, slot& sl, bool park) noexcept {
     if (word == 0) return;
     flush(s, sl, word, park ? &g.tail_park : &g.tail_yield,
           park ? &g.tail_park_n : &g.tail_yield_n);
+    // A yield (or preemption) in the site leaves the actor runnable: the
+    // run-queue wait ahead is wall time in the site that on-CPU
+    // attribution skips. Parks are not counted: blocked time is forgiven.
+    if (!park && sl.causal_site == decode(word).site) sl.causal_desched = ticks();
 }
 
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
+    const std::uint64_t now = ticks();
+    if (const std::uint64_t d = std::exchange(sl.causal_desched, 0); d != 0) {
+        // Counted only within the window that opened the gap (a begin()
+        // since moved window_start past it; an end() cleared the word).
+        const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+        if (word != 0 && d >= window_start.load(std::memory_order_relaxed) && now > d) {
+            add(g.offcpu, std::min(now - d, max_sample()) * decode(word).pct / 100);
+            add(g.offcpu_n, 1);
+        }
+    }
     const bool external = std::exchange(sl.causal_external, false);
     // Waiting on another actor or a (virtual-time) timer is never penalised:
     // the waker ran in the same slowed timeline. The world outside did not
@@ -155,7 +170,7 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
             sl.causal_delay = now_owed;
         }
     }
-    s.causal_mark = ticks();
+    s.causal_mark = now;
 }
 
 }  // namespace smarm::internal::causal_hooks
@@ -243,18 +258,19 @@ bool running() noexcept {
 }
 
 ledger ledger::operator-(const ledger& b) const noexcept {
-    return {injected - b.injected,       injected_n - b.injected_n,   absorbed - b.absorbed,
-            forgiven - b.forgiven,       tail_park - b.tail_park,     tail_park_n - b.tail_park_n,
+    return {injected - b.injected,       injected_n - b.injected_n,     absorbed - b.absorbed,
+            forgiven - b.forgiven,       tail_park - b.tail_park,       tail_park_n - b.tail_park_n,
             tail_yield - b.tail_yield,   tail_yield_n - b.tail_yield_n, discarded - b.discarded,
-            discarded_n - b.discarded_n, unarmed_n - b.unarmed_n};
+            discarded_n - b.discarded_n, unarmed_n - b.unarmed_n,       offcpu - b.offcpu,
+            offcpu_n - b.offcpu_n};
 }
 
 ledger totals() noexcept {
     auto r = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
     const auto& c = hooks::g;
-    return {r(c.injected),   r(c.injected_n),   r(c.absorbed),  r(c.forgiven),
-            r(c.tail_park),  r(c.tail_park_n),  r(c.tail_yield), r(c.tail_yield_n),
-            r(c.discarded),  r(c.discarded_n),  r(c.unarmed_n)};
+    return {r(c.injected),    r(c.injected_n), r(c.absorbed),     r(c.forgiven),  r(c.tail_park),
+            r(c.tail_park_n), r(c.tail_yield), r(c.tail_yield_n), r(c.discarded), r(c.discarded_n),
+            r(c.unarmed_n),   r(c.offcpu),     r(c.offcpu_n)};
 }
 
 std::uint64_t global_delay() noexcept {

@@ -68,8 +68,9 @@ std::string render_summary(const profile& pr) {
         thin += w.thin ? 1 : 0;
         total += w.wall;
     }
-    o << "== smarm causal profile: " << pr.windows.size() << " windows (" << thin << " thin, not counted), "
-      << fmt("%.1f", static_cast<double>(total.count()) / 1e9) << " s ==\n";
+    o << "== smarm causal profile: " << pr.windows.size() << " windows (" << thin
+      << " thin, not counted), " << fmt("%.1f", static_cast<double>(total.count()) / 1e9)
+      << " s ==\n";
     for (const std::string& site : site_order(cells)) {
         o << "site " << site << "\n";
         std::set<std::string> tp, lp;
@@ -106,16 +107,18 @@ std::string render_summary(const profile& pr) {
     }
     o << "== where the delay went (ms; n = count) ==\n"
          "site                 speedup  injected  absorbed  forgiven  tail-park/n    "
-         "tail-yield/n   discarded/n  unarmed\n";
+         "tail-yield/n   off-cpu/n      discarded/n  unarmed\n";
     for (const window& w : pr.windows) {
         const ledger& a = w.audit;
         char b[256];
         std::snprintf(b, sizeof b,
-                      "%-20s %6u%%%s %9.1f %9.1f %9.1f %8.2f/%-6llu %8.2f/%-6llu %7.2f/%-4llu %llu\n",
+                      "%-20s %6u%%%s %9.1f %9.1f %9.1f %8.2f/%-6llu %8.2f/%-6llu %8.2f/%-6llu "
+                      "%7.2f/%-4llu %llu\n",
                       w.site.c_str(), w.speedup, w.thin ? "*" : " ", ms(a.injected), ms(a.absorbed),
                       ms(a.forgiven), ms(a.tail_park),
                       static_cast<unsigned long long>(a.tail_park_n), ms(a.tail_yield),
-                      static_cast<unsigned long long>(a.tail_yield_n), ms(a.discarded),
+                      static_cast<unsigned long long>(a.tail_yield_n), ms(a.offcpu),
+                      static_cast<unsigned long long>(a.offcpu_n), ms(a.discarded),
                       static_cast<unsigned long long>(a.discarded_n),
                       static_cast<unsigned long long>(a.unarmed_n));
         o << b;
@@ -123,7 +126,9 @@ std::string render_summary(const profile& pr) {
     if (thin != 0) o << "(* thin window: a point saw too few visits; not counted)\n";
     o << "note: a site's time counts while its actors run on a CPU; time they wait in the run\n"
          "queue or on IO is not shrunk by faster code, so impacts are lower bounds (rankings "
-         "hold).\n";
+         "hold).\n"
+         "off-cpu is that run-queue wait after a yield inside the site, at the speedup's "
+         "share (measured, not injected).\n";
     return o.str();
 }
 
@@ -134,9 +139,10 @@ std::string render_coz(const profile& pr) {
     for (const window& w : pr.windows) {
         total += w.wall;
         if (w.thin) continue;
-        o << "experiment\tselected=" << coz_name(w.site) << "\tspeedup="
-          << fmt("%.2f", w.speedup / 100.0) << "\tduration=" << w.virtual_time().count()
-          << "\tselected-samples=" << w.samples << "\n";
+        o << "experiment\tselected=" << coz_name(w.site)
+          << "\tspeedup=" << fmt("%.2f", w.speedup / 100.0)
+          << "\tduration=" << w.virtual_time().count() << "\tselected-samples=" << w.samples
+          << "\n";
         for (const auto& [n, v] : w.throughput)
             o << "throughput-point\tname=" << coz_name(n) << "\tdelta=" << v << "\n";
         for (const auto& [n, l] : w.latency) {
@@ -182,19 +188,21 @@ std::string render_json(const profile& pr) {
         o << "},\"audit_ns\":{\"injected\":" << num(ticks_to_ns(a.injected))
           << ",\"absorbed\":" << num(ticks_to_ns(a.absorbed))
           << ",\"forgiven\":" << num(ticks_to_ns(a.forgiven))
-          << ",\"tail_park\":" << num(ticks_to_ns(a.tail_park)) << ",\"tail_park_n\":" << a.tail_park_n
+          << ",\"tail_park\":" << num(ticks_to_ns(a.tail_park))
+          << ",\"tail_park_n\":" << a.tail_park_n
           << ",\"tail_yield\":" << num(ticks_to_ns(a.tail_yield))
-          << ",\"tail_yield_n\":" << a.tail_yield_n
-          << ",\"discarded\":" << num(ticks_to_ns(a.discarded)) << ",\"discarded_n\":" << a.discarded_n
-          << ",\"unarmed_n\":" << a.unarmed_n << "}}";
+          << ",\"tail_yield_n\":" << a.tail_yield_n << ",\"offcpu\":" << num(ticks_to_ns(a.offcpu))
+          << ",\"offcpu_n\":" << a.offcpu_n << ",\"discarded\":" << num(ticks_to_ns(a.discarded))
+          << ",\"discarded_n\":" << a.discarded_n << ",\"unarmed_n\":" << a.unarmed_n << "}}";
     }
     o << "],\"cells\":[";
     first = true;
     const auto cells = pr.cells();
     for (const auto& c : cells) {
-        o << (first ? "" : ",") << "{\"site\":" << json_string(c.site) << ",\"speedup\":" << c.speedup
-          << ",\"windows\":" << c.windows << ",\"wall_ns\":" << c.wall.count()
-          << ",\"injected_ns\":" << c.injected.count() << ",\"points\":{";
+        o << (first ? "" : ",") << "{\"site\":" << json_string(c.site)
+          << ",\"speedup\":" << c.speedup << ",\"windows\":" << c.windows
+          << ",\"wall_ns\":" << c.wall.count() << ",\"injected_ns\":" << c.injected.count()
+          << ",\"points\":{";
         first = false;
         bool f2 = true;
         for (const auto& [n, v] : c.throughput) {
@@ -206,8 +214,9 @@ std::string render_json(const profile& pr) {
         }
         for (const auto& [n, l] : c.latency) {
             const auto im = pr.impact(c.site, c.speedup, n);
-            o << (f2 ? "" : ",") << json_string(n) << ":{\"kind\":\"latency\",\"arrivals\":"
-              << l.arrivals << ",\"mean_ns\":" << num(l.mean_ns)
+            o << (f2 ? "" : ",") << json_string(n)
+              << ":{\"kind\":\"latency\",\"arrivals\":" << l.arrivals
+              << ",\"mean_ns\":" << num(l.mean_ns)
               << ",\"impact_pct\":" << (im ? num(*im) : std::string("null")) << "}";
             f2 = false;
         }
@@ -249,7 +258,8 @@ std::string render_gnuplot(const profile& pr, const std::string& output, const s
         o << "$s" << i << " << EOD\n";
         for (const auto& c : cells)
             if (c.site == sites[i])
-                if (auto im = pr.impact(c.site, c.speedup, pt)) o << c.speedup << " " << *im << "\n";
+                if (auto im = pr.impact(c.site, c.speedup, pt))
+                    o << c.speedup << " " << *im << "\n";
         o << "EOD\n";
     }
     o << "plot ";

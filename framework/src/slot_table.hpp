@@ -110,6 +110,9 @@ struct alignas(64) slot {
     /// blocking-pool job): its resume pays the delay, not forgives it.
     bool causal_external = false;
     std::uint64_t causal_delay = 0;
+    /// Tick at which the actor yielded inside the experiment's site (0:
+    /// none): its runnable wait is counted, not attributed, at resume.
+    std::uint64_t causal_desched = 0;
 
     /// How the actor ended (written by the actor before it finishes).
     exit_kind end_kind() const noexcept { return static_cast<exit_kind>(end_kind_); }

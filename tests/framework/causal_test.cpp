@@ -173,6 +173,31 @@ SMARM_TEST(Causal, AnInSiteSwitchOutFlushesItsTail) {
     EXPECT_GE(ms(d.tail_park + d.discarded), 3.0 * 0.999);
 }
 
+SMARM_TEST_N(Causal, AYieldInTheSiteCountsItsRunQueueWaitOffCpu, 1) {
+    // One scheduler: while the in-site actor waits in the run queue after
+    // its yield, `other` computes 3 ms. That wait is counted (measure-only)
+    // at the speedup's share; a park inside the site is not.
+    const auto site = causal::register_site("yields");
+    std::atomic<bool> go{false};
+    auto other = smarm::spawn([&go] {
+        while (!go.load())
+            smarm::yield_now();
+        burn(3ms);
+    });
+    causal::begin(site, 50);
+    const auto before = causal::totals();
+    {
+        auto g = SMARM_CAUSAL_SITE("yields");
+        go = true;
+        smarm::yield_now();  // runnable: other runs its 3 ms first
+    }
+    const auto d = causal::totals() - before;
+    causal::end();
+    other.join();
+    EXPECT_EQ(d.offcpu_n, 1u);  // one yield in the site, one gap
+    EXPECT_GE(ms(d.offcpu), 3.0 * 0.5 * 0.999);
+}
+
 // ---- the blocked-thread rule for the world outside ----
 
 SMARM_TEST(Causal, AWaitOnIoPaysTheDelayAWaitOnAnActorDoesNot) {

@@ -111,6 +111,11 @@ struct ledger {
     std::uint64_t discarded = 0;  ///< samples over the sanity bound, not believed
     std::uint64_t discarded_n = 0;
     std::uint64_t unarmed_n = 0;  ///< in-site samples with no interval to attribute
+    /// Measure-only: run-queue waits of the site's actors after a yield or
+    /// preemption inside the site, scaled by the speedup (what attributing
+    /// wall time rather than on-CPU time would have added).
+    std::uint64_t offcpu = 0;
+    std::uint64_t offcpu_n = 0;
     ledger operator-(const ledger& before) const noexcept;
 };
 ledger totals() noexcept;

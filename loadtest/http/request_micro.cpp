@@ -32,7 +32,8 @@ http::internal::shared& server_state() {
     static http::internal::shared sh = [] {
         http::router r;
         r.get("/plaintext", [](http::request&) {
-            return http::response(http::status::ok, "Hello, World!", "text/plain");
+            return http::response(http::status::ok, std::string("Hello, World!", 13),
+                                  std::string("text/plain", 10));
         });
         r.get("/kv/{key}", [](http::request& q) {
             return http::response(http::status::ok, std::string(*q.param("key")));

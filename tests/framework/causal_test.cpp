@@ -111,11 +111,11 @@ SMARM_TEST(Causal, ARealParkIsForgivenAYieldIsNot) {
 SMARM_TEST(Causal, DebtIsPaidAtObservationPointsOffTheSlice) {
     const auto site = causal::register_site("elsewhere");
     // Nobody is in the site: the window injects nothing, but debt owed
-    // from before is paid by spinning at observation points.
+    // from within it is paid by spinning at observation points.
     const auto before = causal::totals();
+    causal::begin(site, 0);
     causal::inject_for_test(debt_ticks(3));
     const std::uint64_t owed = causal::global_delay() - causal::my_delay();
-    causal::begin(site, 0);
     const auto t0 = std::chrono::steady_clock::now();
     while (causal::my_delay() < causal::global_delay() &&
            std::chrono::steady_clock::now() - t0 < 10s)
@@ -125,6 +125,25 @@ SMARM_TEST(Causal, DebtIsPaidAtObservationPointsOffTheSlice) {
     EXPECT_EQ(causal::my_delay(), causal::global_delay());
     EXPECT_GE(d.absorbed, owed);
     EXPECT_EQ(d.injected, 0u);
+}
+
+SMARM_TEST(Causal, DebtFromAnEarlierWindowIsForgivenNotPaid) {
+    // Paid inside the next window, an earlier window's debt slowed it
+    // without being subtracted (a live profile's 0% window after a 50% one
+    // ran at 8% of its rate).
+    const auto site = causal::register_site("elsewhere");
+    causal::begin(site, 0);
+    causal::inject_for_test(debt_ticks(50));  // owed at the window's end
+    causal::end();
+    const auto before = causal::totals();
+    causal::begin(site, 0);
+    for (int i = 0; i < 1000; ++i)
+        smarm::check();
+    causal::end();
+    const auto d = causal::totals() - before;
+    EXPECT_EQ(d.absorbed, 0u);
+    EXPECT_GE(d.forgiven, debt_ticks(50));
+    EXPECT_EQ(causal::my_delay(), causal::global_delay());
 }
 
 SMARM_TEST(Causal, TheTailIsFlushedAtSiteExitAndEntryReArms) {

@@ -1,4 +1,5 @@
 #include <smarm/http/message.hpp>
+#include <smarm/http/router.hpp>
 
 #include <cstdio>
 #include <stdexcept>
@@ -22,6 +23,24 @@ std::string_view request::query() const noexcept {
     auto q = target_.find('?');
     if (q == std::string::npos) return {};
     return std::string_view(target_).substr(q + 1);
+}
+
+std::optional<std::string> request::query_param(std::string_view name) const {
+    std::string_view q = query();
+    while (!q.empty()) {
+        const auto amp = q.find('&');
+        const auto part = q.substr(0, amp);
+        const auto eq = part.find('=');
+        if (part.substr(0, eq) == name) {
+            std::string out;
+            if (!percent_decode(eq == std::string_view::npos ? "" : part.substr(eq + 1), out))
+                return std::nullopt;
+            return out;
+        }
+        if (amp == std::string_view::npos) break;
+        q.remove_prefix(amp + 1);
+    }
+    return std::nullopt;
 }
 
 std::optional<std::string_view> request::header(std::string_view name) const noexcept {

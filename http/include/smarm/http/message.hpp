@@ -59,6 +59,9 @@ class request {
     const std::string& path() const noexcept { return path_; }
     /// The raw query string (after '?', not decoded), possibly empty.
     std::string_view query() const noexcept;
+    /// The percent-decoded value of the first query parameter `name`
+    /// ("" for a bare `?name`), or nullopt when absent or badly encoded.
+    std::optional<std::string> query_param(std::string_view name) const;
     /// HTTP version: 10 or 11.
     unsigned version() const noexcept { return version_; }
     /// The first value of header `name`, if present.

@@ -230,8 +230,9 @@ const std::vector<key_def>& table() {
         string_key("http.access_log_file", "access log file (\"\" = stdout)", {},
                    [](settings& s) -> std::string& { return s.http.access_log_file; }),
         bool_key("http.test_routes",
-                 "GET /test/throw throws; POST /test/stop/{kv,worker,http} on the admin "
-                 "listener stops that actor (for failure tests only; keep off)",
+                 "GET /test/throw throws; GET /test/causal runs a known bottleneck "
+                 "(sites test.slow, test.fast); POST /test/stop/{kv,worker,http} on the "
+                 "admin listener stops that actor (for failure tests only; keep off)",
                  [](settings& s) -> bool& { return s.http.test_routes; }),
         string_key("http.tls_certificate", "PEM certificate chain; with tls_private_key: TLS on",
                    {}, [](settings& s) -> std::string& { return s.http.tls_certificate; }),

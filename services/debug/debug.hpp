@@ -4,6 +4,8 @@
 //                      (format version in "version"; fields are only added)
 //   GET /debug/tree    the parentage forest, indented text
 // They expose internals: mount them on an admin listener or loopback only.
+// The causal profiler's routes, which act on the process, are
+// causal_routes.hpp (admin listener only).
 
 #include <smarm/http/router.hpp>
 #include <smarm/introspect.hpp>

@@ -1,5 +1,7 @@
 #include "kv.hpp"
 
+#include <smarm/causal.hpp>
+
 #include "json.hpp"
 
 #include <smarm/io.hpp>
@@ -12,29 +14,6 @@
 #include <system_error>
 
 namespace smarm::services {
-
-namespace {
-
-/// The value of `name` in a query string (not decoded: keys are
-/// percent-decoded by the caller), or nullopt.
-std::optional<std::string> query_param(std::string_view q, std::string_view name) {
-    while (!q.empty()) {
-        auto amp = q.find('&');
-        auto part = q.substr(0, amp);
-        auto eq = part.find('=');
-        if (part.substr(0, eq) == name) {
-            std::string out;
-            if (!http::percent_decode(eq == std::string_view::npos ? "" : part.substr(eq + 1), out))
-                return std::nullopt;
-            return out;
-        }
-        if (amp == std::string_view::npos) break;
-        q.remove_prefix(amp + 1);
-    }
-    return std::nullopt;
-}
-
-}  // namespace
 
 kv_server::kv_server(kv_options o) : opts_(std::move(o)) {
     if (opts_.log_path.empty()) return;
@@ -65,16 +44,18 @@ http::response kv_server::handle_call(http::request req) {
                 return http::response(
                     http::status::payload_too_large,
                     "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
-            if (auto why = logged([&] { log_->put(key, req.body()); }))
-                return storage_failed(*why);
+            if (auto why = logged([&] { log_->put(key, req.body()); })) return storage_failed(*why);
             const bool fresh = current(key) == nullptr;
             const auto answer = fresh ? http::status::created : http::status::no_content;
             if (staging()) {
                 staged_.insert_or_assign(std::move(key), std::move(req.body()));
                 return stage(http::response(answer));
             }
-            data_.insert_or_assign(std::move(key), std::move(req.body()));
-            compact();
+            {
+                auto site = SMARM_CAUSAL_SITE("kv.map");
+                data_.insert_or_assign(std::move(key), std::move(req.body()));
+                compact();
+            }
             return http::response(answer);
         }
         case http::verb::delete_: {
@@ -85,8 +66,11 @@ http::response kv_server::handle_call(http::request req) {
                 staged_.insert_or_assign(std::move(key), std::nullopt);
                 return stage(http::response(http::status::no_content));
             }
-            data_.erase(key);
-            compact();
+            {
+                auto site = SMARM_CAUSAL_SITE("kv.map");
+                data_.erase(key);
+                compact();
+            }
             return http::response(http::status::no_content);
         }
         default:
@@ -140,6 +124,9 @@ http::response kv_server::storage_failed(const std::string& why) const {
 template <class F>
 std::optional<std::string> kv_server::logged(F&& write) {
     if (!log_) return std::nullopt;
+    // On-CPU only: the pool thread's write and fsync are outside the site
+    // (the causal profiler's IO rule; README "Causal profiling").
+    auto site = SMARM_CAUSAL_SITE("kv.log");
     try {
         smarm::block_on_io([&] { write(); });
         return std::nullopt;
@@ -160,7 +147,7 @@ void kv_server::compact() {
 
 http::response kv_server::list(const http::request& req) const {
     std::size_t limit = 100;
-    if (auto l = query_param(req.query(), "limit")) {
+    if (auto l = req.query_param("limit")) {
         std::size_t v = 0;
         auto r = std::from_chars(l->data(), l->data() + l->size(), v);
         if (r.ec != std::errc() || r.ptr != l->data() + l->size() || v == 0 || v > 1000)
@@ -168,7 +155,7 @@ http::response kv_server::list(const http::request& req) const {
         limit = v;
     }
     auto it = data_.begin();
-    if (auto after = query_param(req.query(), "after")) it = data_.upper_bound(*after);
+    if (auto after = req.query_param("after")) it = data_.upper_bound(*after);
     std::string body = "{\"keys\":[";
     std::size_t n = 0;
     std::string last;

@@ -17,17 +17,22 @@
 
 #include "server/app.hpp"
 
+#include <smarm/causal.hpp>
 #include <smarm/monitor.hpp>
+#include <smarm/progress.hpp>
 #include <smarm/select.hpp>
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
 
 namespace smarm::services {
@@ -53,8 +58,7 @@ std::function<std::optional<http::response>(const http::request&)> bearer_token_
     return [token = std::move(token)](const http::request& req) -> std::optional<http::response> {
         auto h = req.header("Authorization");
         constexpr std::string_view scheme = "Bearer ";
-        if (h && h->size() > scheme.size() &&
-            http::iequals(h->substr(0, scheme.size()), scheme) &&
+        if (h && h->size() > scheme.size() && http::iequals(h->substr(0, scheme.size()), scheme) &&
             same_secret(h->substr(scheme.size()), token))
             return std::nullopt;
         http::response r(http::status::unauthorized,
@@ -113,6 +117,33 @@ http::server_config http_config_from(const config::settings& s) {
 }
 
 enum class listener { http, admin };
+
+/// About `us` microseconds of dependent arithmetic with an observation
+/// point every ~1 us: never a timed wait, which would absorb the delay a
+/// causal experiment injects into it.
+void burn_us(unsigned us) {
+    static const double per_us = [] {
+        std::uint64_t x = 1;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 1'000'000; ++i) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            asm volatile("" : "+r"(x));
+        }
+        const double d =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count();
+        return 1e6 / std::max(d, 1.0);
+    }();
+    const auto chunk = static_cast<std::uint64_t>(per_us);
+    std::uint64_t x = us;
+    for (unsigned i = 0; i < us; ++i) {
+        for (std::uint64_t j = 0; j < chunk; ++j) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            asm volatile("" : "+r"(x));
+        }
+        check();
+    }
+}
 
 namespace {
 
@@ -183,10 +214,25 @@ struct application::state : std::enable_shared_from_this<application::state> {
         if (l == listener::http) {
             add_kv_routes(r, kv_options_from(s));
             add_worker_routes(r, workers_options_from(s));
-            if (s.http.test_routes)
+            if (s.http.test_routes) {
                 r.get("/test/throw", [](http::request&) -> http::response {
                     throw std::runtime_error("/test/throw: thrown on purpose");
                 });
+                // A known bottleneck for the causal profiler's live test:
+                // `test.slow` is nearly all of the handler, `test.fast` none.
+                r.get("/test/causal", [](http::request&) {
+                    {
+                        auto g = SMARM_CAUSAL_SITE("test.slow");
+                        burn_us(300);
+                    }
+                    {
+                        auto g = SMARM_CAUSAL_SITE("test.fast");
+                        burn_us(1);
+                    }
+                    SMARM_PROGRESS("test.causal");
+                    return http::response(http::status::ok, "ok\n");
+                });
+            }
             r.get("/plaintext", [](http::request&) {
                 return http::response(http::status::ok, "Hello, World!", "text/plain");
             });
@@ -211,6 +257,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
             metrics.add_route(r);
             add_debug_routes(r);
         }
+        if (l == listener::admin) add_causal_routes(r);
         if (l == listener::admin && s.http.test_routes)
             r.post("/test/stop/{what}", [this](http::request& q) { return stop_for_test(q); });
         return r;

@@ -1,5 +1,7 @@
 #include "workers.hpp"
 
+#include <smarm/causal.hpp>
+
 #include <openssl/evp.h>
 
 #include <memory>
@@ -30,7 +32,12 @@ std::vector<child_spec> worker_children(const workers_options& o) {
                            auto [tx, rx] = channel<work_request>();
                            join(workers_group, tx);
                            while (auto job = rx.recv()) {
-                               (void)job->reply.send(sha256_hex(job->body));
+                               std::string digest;
+                               {
+                                   auto site = SMARM_CAUSAL_SITE("workers.sha256");
+                                   digest = sha256_hex(job->body);
+                               }
+                               (void)job->reply.send(std::move(digest));
                                check();  // a long queue stays preemptible and stoppable
                            }
                        },

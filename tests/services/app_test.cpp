@@ -3,6 +3,7 @@
 // listener restarted on its address, a graceful stop, and a tree that gives
 // up.
 
+#include <smarm/causal.hpp>
 #include <smarm/monitor.hpp>
 #include <smarm/registry.hpp>
 #include <smarm/supervisor.hpp>
@@ -10,7 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <smarm_test/http_client.hpp>
 #include "server/app.hpp"
@@ -207,6 +212,124 @@ SMARM_TEST(App, TreeThatKeepsFailingGivesUpAndWaitReturnsOne) {
     armed->store(true);
     EXPECT_EQ(app.wait(), 1);
     EXPECT_FALSE(smarm::whereis(services::kv_name));
+}
+
+/// `"impact_pct"` of throughput point `point` in the JSON profile's cell
+/// (site, speedup), or nullopt.
+std::optional<double> impact_in(const std::string& json, const std::string& site, unsigned speedup,
+                                const std::string& point) {
+    const std::string cell =
+        "{\"site\":\"" + site + "\",\"speedup\":" + std::to_string(speedup) + ",";
+    const auto cells = json.find("\"cells\":[");
+    const auto at = cells == std::string::npos ? cells : json.find(cell, cells);
+    if (at == std::string::npos) return std::nullopt;
+    const auto p = json.find("\"" + point + "\":{\"kind\":\"throughput\"", at);
+    const auto end = json.find("}}", at);
+    if (p == std::string::npos || p > end) return std::nullopt;
+    const auto im = json.find("\"impact_pct\":", p);
+    if (im == std::string::npos || json.compare(im + 13, 4, "null") == 0) return std::nullopt;
+    return std::stod(json.substr(im + 13));
+}
+
+SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
+    auto s = test_settings(true);
+    s.http.test_routes = true;
+    services::application app(s);
+    app.start();
+    ASSERT_TRUE(eventually([&] { return app.ready(); }));
+    const auto pub_port = app.http_address().port();
+    const auto adm_port = app.admin_address().port();
+
+    // Traffic on the public port all along: four closed-loop clients.
+    std::atomic<bool> stop{false};
+    std::atomic<long> ok{0}, bad{0};
+    std::vector<smarm::join_handle> load;
+    for (int i = 0; i < 4; ++i)
+        load.push_back(smarm::spawn([&, pub_port] {
+            client c(pub_port);
+            while (!stop.load()) {
+                auto r = c.get("/test/causal");
+                (r && r->status == 200 ? ok : bad).fetch_add(1);
+            }
+        }));
+    // A second POST while the first runs is refused, naming the run.
+    std::atomic<unsigned> second_status{0};
+    auto second = smarm::spawn([&, adm_port] {
+        while (!smarm::causal::running())
+            if (stop.load())
+                return;
+            else
+                smarm::sleep(1ms);
+        client c(adm_port);
+        c.send("POST /debug/causal?window_ms=50 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        if (auto r = c.read()) second_status = r->status;
+    });
+
+    // Whatever fails below, the clients end (an ASSERT returns early).
+    struct stopper {
+        std::atomic<bool>& stop;
+        services::application& app;
+        bool ended = false;
+        ~stopper() {
+            stop = true;
+            if (!ended) {
+                app.stop();
+                (void)app.wait();
+            }
+        }
+    } guard{stop, app};
+    // Sites register at their first run: let the route run first.
+    ASSERT_TRUE(eventually([&] { return ok.load() > 20; }));
+    client adm(adm_port);
+    adm.send(
+        "POST /debug/causal?sites=test.slow,test.fast&speedups=0,50&window_ms=300"
+        "&points=test.causal&format=json HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    const auto r = adm.read();
+    stop = true;
+    for (auto& h : load)
+        h.join();
+    second.join();
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200u) << r->body;
+    const auto slow = impact_in(r->body, "test.slow", 50, "test.causal");
+    const auto fast = impact_in(r->body, "test.fast", 50, "test.causal");
+    ASSERT_TRUE(slow && fast) << r->body;
+    // Theory: the slow site is ~all of the handler's CPU, so +50% is a
+    // large gain (the clients share the cores: well under +100%); the
+    // fast one is ~1/300 of it.
+    EXPECT_GT(*slow, 10.0) << r->body;
+    EXPECT_GT(*slow, *fast + 10.0);
+    EXPECT_LT(std::abs(*fast), 8.0) << r->body;
+    EXPECT_GT(ok.load(), 100);
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(second_status.load(), 409u);
+
+    // The last profile is kept; the public port has no /debug/causal.
+    auto last = adm.get("/debug/causal/last?format=coz");
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->status, 200u);
+    EXPECT_EQ(last->body.rfind("startup\ttime=", 0), 0u);
+    client pub(pub_port);
+    pub.send("POST /debug/causal HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    auto on_public = pub.read();
+    ASSERT_TRUE(on_public);
+    EXPECT_NE(on_public->status, 200u);
+    EXPECT_NE(on_public->status, 409u);
+    // Bad input is refused by name.
+    adm.send("POST /debug/causal?speedups=0,150 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    auto refused = adm.read();
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400u);
+    EXPECT_NE(refused->body.find("speedups=150"), std::string::npos) << refused->body;
+    adm.send(
+        "POST /debug/causal?window_ms=60000&rounds=100 HTTP/1.1\r\nHost: t\r\n"
+        "Content-Length: 0\r\n\r\n");
+    auto too_long = adm.read();
+    ASSERT_TRUE(too_long);
+    EXPECT_EQ(too_long->status, 413u);
+    guard.ended = true;
+    app.stop();
+    EXPECT_EQ(app.wait(), 0);
 }
 
 }  // namespace

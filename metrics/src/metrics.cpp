@@ -1,5 +1,6 @@
 #include <smarm/metrics/metrics.hpp>
 
+#include <smarm/causal.hpp>
 #include <smarm/introspect.hpp>
 #include <smarm/progress.hpp>
 #include <smarm/supervisor.hpp>
@@ -152,6 +153,12 @@ class scrape_time_collector : public prometheus::Collectable {
         for (auto& [name, n] : progress_point::snapshot())
             sample(progress, static_cast<double>(n), {"name", name});
         out.push_back(std::move(progress));
+        gauge("smarm_causal_experiment_running",
+              "1 while a causal profiler experiment runs (POST /debug/causal), else 0.",
+              causal::running() ? 1.0 : 0.0);
+        counter("smarm_causal_injected_seconds_total",
+                "Delay the causal profiler has injected into other actors, in seconds.",
+                causal::ticks_to_ns(causal::totals().injected) / 1e9);
 
         auto proc = read_process();
         gauge("process_resident_memory_bytes", "Resident memory size in bytes.", proc.rss_bytes);

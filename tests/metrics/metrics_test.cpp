@@ -1,5 +1,6 @@
 // /metrics: a strict parse of the exposition, and counters that move.
 
+#include <smarm/causal.hpp>
 #include <smarm/metrics/metrics.hpp>
 #include <smarm/monitor.hpp>
 #include <smarm/registry.hpp>
@@ -113,6 +114,28 @@ TEST(Metrics, ExpositionIsStrictAndCountersMove) {
         for (auto& [k, v] : s)
             EXPECT_EQ(k.find("/hello/a"), std::string::npos) << k;
         m.detach();
+    });
+}
+
+TEST(Metrics, CausalExperimentsAreVisible) {
+    smarm::metrics::exporter m;
+    smarm_test::run([&] {
+        const auto site = smarm::causal::register_site("metrics_test.site");
+        auto idle = parse_strict(m.scrape());
+        EXPECT_EQ(idle["smarm_causal_experiment_running"], 0);
+        const double before = idle["smarm_causal_injected_seconds_total"];
+        smarm::causal::begin(site, 100);
+        {
+            auto g = SMARM_CAUSAL_SITE("metrics_test.site");
+            const auto t0 = smarm_test::steady::now();
+            while (smarm_test::since(t0) < 5ms)  // in the site, observing
+                smarm::check();
+        }
+        auto during = parse_strict(m.scrape());
+        smarm::causal::end();
+        EXPECT_EQ(during["smarm_causal_experiment_running"], 1);
+        EXPECT_GT(during["smarm_causal_injected_seconds_total"], before);
+        EXPECT_EQ(parse_strict(m.scrape())["smarm_causal_experiment_running"], 0);
     });
 }
 

@@ -18,6 +18,7 @@
 //   smarm_timeslice_overruns_total, smarm_timers_pending,
 //   smarm_mailbox_depth{name} (named actors), smarm_supervisor_restarts_total,
 //   smarm_supervisor_give_ups_total, smarm_progress_total{name},
+//   smarm_causal_experiment_running, smarm_causal_injected_seconds_total,
 //   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
 // Runtime and process families are read at scrape time (introspection and
 // stats), so they cost nothing between scrapes.

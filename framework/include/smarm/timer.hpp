@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <smarm/detail/wait.hpp>
@@ -28,13 +29,27 @@ struct timer_id {
     friend bool operator==(timer_id, timer_id) = default;
 };
 
+namespace detail {
+/// The thunk a delayed send runs: to a sender, or to a name resolved when
+/// it fires (its text copied).
+template <class T>
+unique_function delayed_send(sender<T> to, T msg) {
+    return [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); };
+}
+template <class T>
+unique_function delayed_send(name<T> n, T msg) {
+    return [text = std::string(n.text), msg = std::move(msg)]() mutable {
+        (void)smarm::send(name<T>(text), std::move(msg));
+    };
+}
+}  // namespace detail
+
 /// Sends `msg` to `to` after `delay`. If the receiver is gone by then, the
 /// message is dropped. Throws std::logic_error when no runtime is running.
 template <class T>
 timer_id send_after(std::chrono::nanoseconds delay, sender<T> to, T msg) {
-    return timer_id{detail::arm_call_timer(
-        detail::clock::now() + delay,
-        [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); })};
+    return timer_id{detail::arm_call_timer(detail::clock::now() + delay,
+                                           detail::delayed_send(std::move(to), std::move(msg)))};
 }
 
 /// send_after anchored to wall time: never shifted by causal-profiling
@@ -42,9 +57,7 @@ timer_id send_after(std::chrono::nanoseconds delay, sender<T> to, T msg) {
 template <class T>
 timer_id send_after_wall(std::chrono::nanoseconds delay, sender<T> to, T msg) {
     return timer_id{detail::arm_call_timer(
-        detail::clock::now() + delay,
-        [to = std::move(to), msg = std::move(msg)]() mutable { (void)to.send(std::move(msg)); },
-        true)};
+        detail::clock::now() + delay, detail::delayed_send(std::move(to), std::move(msg)), true)};
 }
 
 /// Sends `msg` to whoever holds `n` when the timer fires (resolved then,
@@ -52,20 +65,14 @@ timer_id send_after_wall(std::chrono::nanoseconds delay, sender<T> to, T msg) {
 /// text is copied.
 template <class T>
 timer_id send_after(std::chrono::nanoseconds delay, name<T> n, T msg) {
-    return timer_id{detail::arm_call_timer(
-        detail::clock::now() + delay,
-        [text = std::string(n.text), msg = std::move(msg)]() mutable {
-            (void)smarm::send(name<T>(text), std::move(msg));
-        })};
+    return timer_id{detail::arm_call_timer(detail::clock::now() + delay,
+                                           detail::delayed_send(n, std::move(msg)))};
 }
 /// send_after by name, anchored to wall time.
 template <class T>
 timer_id send_after_wall(std::chrono::nanoseconds delay, name<T> n, T msg) {
-    return timer_id{detail::arm_call_timer(
-        detail::clock::now() + delay,
-        [text = std::string(n.text), msg = std::move(msg)]() mutable {
-            (void)smarm::send(name<T>(text), std::move(msg));
-        }, true)};
+    return timer_id{detail::arm_call_timer(detail::clock::now() + delay,
+                                           detail::delayed_send(n, std::move(msg)), true)};
 }
 
 /// Cancels a pending timer: true when it had not fired (it never will).

@@ -3,18 +3,25 @@
 namespace smarm {
 
 namespace {
-// Lock-free intrusive list: points are only ever added (statics), so a
+// Lock-free intrusive lists: points are only ever added (statics), so a
 // reader walking from the head sees a consistent prefix.
 std::atomic<progress_point*> g_head{nullptr};
+std::atomic<latency_point*> g_latency_head{nullptr};
+
+/// Pushes `p` (its fields set) onto `head`.
+template <class Point>
+void publish(std::atomic<Point*>& head, Point* p, Point*& next) noexcept {
+    Point* h = head.load(std::memory_order_relaxed);
+    do {
+        next = h;
+        // release: publishes the point's fields and `next` to snapshot() readers.
+    } while (
+        !head.compare_exchange_weak(h, p, std::memory_order_release, std::memory_order_relaxed));
+}
 }  // namespace
 
 progress_point::progress_point(const char* name) noexcept : name_(name) {
-    progress_point* head = g_head.load(std::memory_order_relaxed);
-    do {
-        next_ = head;
-        // release: publishes name_ and next_ to snapshot() readers.
-    } while (!g_head.compare_exchange_weak(head, this, std::memory_order_release,
-                                           std::memory_order_relaxed));
+    publish(g_head, this, next_);
 }
 
 std::map<std::string, std::uint64_t> progress_point::snapshot() {
@@ -26,7 +33,6 @@ std::map<std::string, std::uint64_t> progress_point::snapshot() {
 }
 
 namespace {
-std::atomic<latency_point*> g_latency_head{nullptr};  // as g_head
 constexpr std::uint64_t tick_mask = (std::uint64_t{1} << latency_point::tick_bits) - 1;
 
 // A 56-bit difference as a signed value.
@@ -37,12 +43,7 @@ std::int64_t signed56(std::uint64_t v) noexcept {
 }  // namespace
 
 latency_point::latency_point(const char* name, edge e) noexcept : name_(name), edge_(e) {
-    latency_point* head = g_latency_head.load(std::memory_order_relaxed);
-    do {
-        next_ = head;
-        // release: publishes name_, edge_ and next_ to snapshot() readers.
-    } while (!g_latency_head.compare_exchange_weak(head, this, std::memory_order_release,
-                                                   std::memory_order_relaxed));
+    publish(g_latency_head, this, next_);
 }
 
 std::map<std::string, latency_point::totals> latency_point::snapshot() {

@@ -80,10 +80,11 @@ std::uint64_t take_interval(scheduler& s, std::uint64_t now) noexcept {
     return now - last;
 }
 
-/// One in-site interval at pct%: the global ledger grows, and the sampled
-/// actor is credited the same (the credited gap is the virtual speedup).
+/// One in-site interval at pct%: the global ledger grows, and the core
+/// that ran it is credited the same (the credited gap is the virtual
+/// speedup: what runs next on this core already starts that much later).
 /// Returns the delay attributed (0 for a discarded interval).
-std::uint64_t attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noexcept {
+std::uint64_t attribute(scheduler& s, std::uint64_t interval, std::uint64_t pct) noexcept {
     if (interval == 0 || pct == 0) return 0;
     const std::uint64_t delta = interval * pct / 100;
     if (interval > max_sample()) {
@@ -94,8 +95,23 @@ std::uint64_t attribute(slot& sl, std::uint64_t interval, std::uint64_t pct) noe
     add(global_delay, delta);
     add(g.injected, delta);
     add(g.injected_n, 1);
-    sl.causal_delay += delta;
+    s.causal_delay += delta;
     return delta;
+}
+
+/// Delay owed from an earlier window is waived, not paid in this one
+/// (where it would slow the window without being subtracted from it).
+void forgive_old(scheduler& s, slot& sl) noexcept {
+    if (const std::uint64_t base = window_base.load(std::memory_order_relaxed);
+        s.causal_delay < base) {
+        add(g.forgiven, base - s.causal_delay);
+        s.causal_delay = base;
+    }
+    if (sl.causal_debt != 0 &&
+        sl.causal_debt_window != window_start.load(std::memory_order_relaxed)) {
+        add(g.forgiven, sl.causal_debt);
+        sl.causal_debt = 0;
+    }
 }
 
 /// Closes the in-site interval of the actor on `s` if it is in the target;
@@ -104,7 +120,7 @@ void flush(scheduler& s, slot& sl, std::uint64_t word, std::atomic<std::uint64_t
            std::atomic<std::uint64_t>* tail_n) noexcept {
     const selected x = decode(word);
     if (sl.causal_site != x.site) return;
-    const std::uint64_t delta = attribute(sl, take_interval(s, ticks()), x.pct);
+    const std::uint64_t delta = attribute(s, take_interval(s, ticks()), x.pct);
     if (tail != nullptr && delta != 0) {
         add(*tail, delta);
         add(*tail_n, 1);
@@ -117,33 +133,36 @@ void sample(scheduler& s, slot& sl) noexcept {
     const std::uint64_t word = experiment.load(std::memory_order_relaxed);
     if (word == 0) return;
     const selected x = decode(word);
-    // An actor in the site is credited, and pays nothing meanwhile. With
-    // more in-site actors than cores this overstates the gain (a live
-    // profile read +264% for a 50% speedup whose ceiling is +100%); paying
-    // for the others' samples instead understated it (-28%), because the
-    // spin holds the core the queued actors were waiting for. The fix is a
-    // per-scheduler ledger (docs/HACKING.md, traps).
-    if (sl.causal_site == x.site) {
-        (void)attribute(sl, take_interval(s, ticks()), x.pct);
-        return;
-    }
-    if (const std::uint64_t base = window_base.load(std::memory_order_relaxed);
-        sl.causal_delay < base) {
-        add(g.forgiven, base - sl.causal_delay);
-        sl.causal_delay = base;
-    }
-    const std::uint64_t owed = global_delay.load(std::memory_order_relaxed);
-    if (sl.causal_delay >= owed) return;
-    const std::uint64_t spin = std::min(owed - sl.causal_delay, max_spin());
+    if (sl.causal_site == x.site) (void)attribute(s, take_interval(s, ticks()), x.pct);
+    forgive_old(s, sl);
+    // The core pays what the other cores' in-site samples added (in-site
+    // actors too: Coz's threads in the selected line pay the others'
+    // delays); the actor pays its own debt from the world outside. One spin
+    // covers both: it delays the core's timeline as much as the actor's, so
+    // the core may end up ahead of the global ledger and then skips that
+    // much of what comes next. Per actor instead, in-site actors paid
+    // nothing (a crowded site read +264% for a 50% speedup whose ceiling
+    // was +100%) or paid for samples their own core had already run
+    // (-28%).
+    const std::uint64_t owed_global = global_delay.load(std::memory_order_relaxed);
+    const std::uint64_t core_owes = owed_global > s.causal_delay ? owed_global - s.causal_delay : 0;
+    const std::uint64_t owed = std::max(core_owes, sl.causal_debt);
+    if (owed == 0) return;
+    const std::uint64_t spin = std::min(owed, max_spin());
     const std::uint64_t start = ticks();
-    while (ticks() - start < spin)
+    std::uint64_t now = start;
+    while (now - start < spin) {
         _mm_pause();
+        now = ticks();
+    }
     add(g.absorbed, spin);
-    sl.causal_delay += spin;
+    s.causal_delay += spin;
+    sl.causal_debt -= std::min(spin, sl.causal_debt);
     // The paid delay is not compute: not charged to the slice, not seen by
-    // the observation period's pacing.
+    // the observation period's pacing, not in-site time.
     s.slice_end += spin;
     s.obs_mark += spin;
+    if (s.causal_mark != 0) s.causal_mark = now;
 }
 
 void site_exit(scheduler& s, slot& sl) noexcept {
@@ -175,17 +194,34 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
     }
     const bool external = std::exchange(sl.causal_external, false);
     // Waiting on another actor or a (virtual-time) timer is never penalised:
-    // the waker ran in the same slowed timeline. The world outside did not
-    // slow down, so a wait on it is paid like runnable time (Coz's rule for
-    // threads woken by the kernel rather than by another thread).
+    // the waker ran in the same slowed timeline, so the actor owes nothing
+    // of its own. The world outside did not slow down, so a wait on it
+    // leaves the actor owing the delay injected meanwhile (Coz's rule for
+    // threads woken by the kernel rather than by another thread); only
+    // what accrued in the current window counts.
     if (after_park && !external) {
+        if (sl.causal_debt != 0) add(g.forgiven, std::exchange(sl.causal_debt, 0));
+    } else if (after_park) {
+        const std::uint64_t win = window_start.load(std::memory_order_relaxed);
+        const std::uint64_t from =
+            std::max(sl.causal_ext_base, window_base.load(std::memory_order_relaxed));
         const std::uint64_t now_owed = global_delay.load(std::memory_order_relaxed);
-        if (sl.causal_delay < now_owed) {
-            add(g.forgiven, now_owed - sl.causal_delay);
-            sl.causal_delay = now_owed;
+        if (sl.causal_debt_window != win) {
+            add(g.forgiven, sl.causal_debt);
+            sl.causal_debt = 0;
+            sl.causal_debt_window = win;
         }
+        if (now_owed > from) sl.causal_debt += now_owed - from;
     }
     s.causal_mark = now;
+}
+
+void idle(scheduler& s) noexcept {
+    const std::uint64_t g_now = global_delay.load(std::memory_order_relaxed);
+    if (s.causal_delay < g_now) {
+        add(g.forgiven, g_now - s.causal_delay);
+        s.causal_delay = g_now;
+    }
 }
 
 }  // namespace smarm::internal::causal_hooks
@@ -296,9 +332,14 @@ std::uint64_t global_delay() noexcept {
     return hooks::global_delay.load(std::memory_order_relaxed);
 }
 
-std::uint64_t my_delay() noexcept {
+std::uint64_t core_delay() noexcept {
+    scheduler* s = current_scheduler();
+    return s == nullptr || s->current == nullptr ? 0 : s->causal_delay;
+}
+
+std::uint64_t my_debt() noexcept {
     slot* sl = running_slot();
-    return sl == nullptr ? 0 : sl->causal_delay;
+    return sl == nullptr ? 0 : sl->causal_debt;
 }
 
 void inject_for_test(std::uint64_t ticks) noexcept {

@@ -5,9 +5,10 @@
 // resumes keep forgiving parked actors after a window ends) at switches,
 // `experiment` at the observation point's clock read.
 //
-// Owned by the thread running the actor: slot::causal_site,
-// slot::causal_delay and scheduler::causal_mark; everything global is a
-// relaxed atomic (the ledgers are sums; no other data is published by them).
+// Owned by the thread running the actor: slot::causal_site, causal_debt
+// and the other slot::causal_* fields, scheduler::causal_mark and
+// causal_delay; everything global is a relaxed atomic (the ledgers are
+// sums; no other data is published by them).
 
 #include <smarm/causal.hpp>
 
@@ -32,6 +33,7 @@ void leaving(scheduler& s, slot& sl, bool park) noexcept;
 /// The actor on `s` leaves the site it is in (still recorded in its slot).
 void site_exit(scheduler& s, slot& sl) noexcept;
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept;
+void idle(scheduler& s) noexcept;
 
 /// Hooks compiled out (-DSMARM_CAUSAL=OFF) fold to nothing.
 inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
@@ -57,16 +59,23 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
 /// an experiment runs: one may begin during the wait (found by ctest, where
 /// each test is a fresh process and the park came before the first begin).
 [[gnu::always_inline]] inline void on_external_wait(slot& sl) noexcept {
-    if (compiled_in) sl.causal_external = true;
+    if (compiled_in) {
+        sl.causal_external = true;
+        sl.causal_ext_base = global_delay.load(std::memory_order_relaxed);
+    }
 }
 /// The external wait is over (whether or not it parked or an experiment
 /// ran): a later park on an actor is forgiven again.
 [[gnu::always_inline]] inline void end_external_wait(slot& sl) noexcept {
     if (compiled_in) sl.causal_external = false;
 }
-/// A new actor is born current: it owes nothing accrued before its spawn.
-[[gnu::always_inline]] inline std::uint64_t birth_delay() noexcept {
-    return global_delay.load(std::memory_order_relaxed);
+/// `s` found nothing to run: an idle core would idle in the sped-up
+/// program too, so the delay accrued meanwhile is forgiven (its next work
+/// comes from an actor of the same slowed timeline, or from outside, which
+/// the woken actor's own debt covers).
+[[gnu::always_inline]] inline void on_idle(scheduler& s) noexcept {
+    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
+        idle(s);
 }
 
 }  // namespace causal_hooks

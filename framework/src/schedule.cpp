@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "causal.hpp"
 #include "fiber.hpp"
 #include "io_driver.hpp"
 #include "runtime_impl.hpp"
@@ -58,8 +59,9 @@ void runtime_impl::schedule_loop(scheduler& s) {
             case verdict::go_on:
                 break;
         }
-        if (idle_spin(s)) continue;
-        park_idle(s);
+        causal_hooks::on_idle(s);
+        if (!idle_spin(s)) park_idle(s);
+        causal_hooks::on_idle(s);  // the time spun or parked is idle too
     }
 }
 

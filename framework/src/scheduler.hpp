@@ -65,6 +65,10 @@ struct alignas(64) scheduler {
     /// Tick of the causal profiler's last sample of the running actor (0:
     /// unarmed); re-armed at every resume (causal.cpp).
     std::uint64_t causal_mark = 0;
+    /// The causal profiler's ledger of this core's timeline (ticks): the
+    /// delay it has absorbed (paid, credited by in-site samples, forgiven
+    /// while idle). It chases the global ledger; causal.cpp.
+    std::uint64_t causal_delay = 0;
 
     /// The actor whose short period last shortened the window (obs_enter);
     /// credited when the window turns out chatty (adapt_obs_period).

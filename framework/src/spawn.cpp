@@ -104,7 +104,8 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->obs_period.store(obs_period_initial, std::memory_order_relaxed);
     sl->end_error = nullptr;
     sl->causal_site = 0;
-    sl->causal_delay = causal_hooks::birth_delay();
+    sl->causal_external = false;
+    sl->causal_debt = 0;  // born owing nothing
     // No cold lock: nobody looks at the slot before word.spawn() publishes it
     // (release); introspection reads `parent` only after seeing it live.
     sl->parent = parent;

@@ -1,7 +1,8 @@
 // The causal profiler's rules (smarm/causal.hpp), each on its own: site
-// nesting, born current, forgiveness only after a real park on an actor,
-// debt kept over a yield and over an IO wait and paid at observation
-// points, the tail flushed at site exit, the sample clock re-armed at site
+// nesting, the core's ledger paid at observation points off the slice and
+// forgiven while idle, an actor's own debt only from a wait on IO (kept over
+// a yield, waived by a park on an actor, none at birth), the tail flushed at
+// site exit, the sample clock re-armed at site
 // entry, timers shifted into virtual time and wall timers exempt; latency
 // points' arithmetic; the controller's plan checks, thin windows and output.
 
@@ -84,50 +85,80 @@ SMARM_TEST(Causal, SitesNestAndSurviveYields) {
     EXPECT_EQ(causal::current_site(), 0u);
 }
 
-SMARM_TEST(Causal, ANewActorIsBornCurrent) {
-    causal::inject_for_test(debt_ticks(1));
-    const std::uint64_t global = causal::global_delay();
-    auto h = smarm::spawn([global] { EXPECT_GE(causal::my_delay(), global); });
-    h.join();
+/// Parks the calling actor on `fd` until it is readable while `debt` ticks
+/// are injected: it then owes them itself.
+void wait_on_io_while_injected(std::uint64_t debt) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    std::thread world([&] {
+        std::this_thread::sleep_for(5ms);  // after the park, most likely
+        causal::inject_for_test(debt);
+        ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    });
+    (void)smarm::wait_readable(fds[0]);
+    world.join();
+    ::close(fds[0]);
+    ::close(fds[1]);
 }
 
-SMARM_TEST(Causal, ARealParkIsForgivenAYieldIsNot) {
+SMARM_TEST(Causal, ANewActorOwesNothing) {
+    // The slot of an actor that died owing is reused: the debt is not.
+    for (int i = 0; i < 20; ++i) {
+        smarm::spawn([] {
+            wait_on_io_while_injected(debt_ticks(1));
+            EXPECT_GT(causal::my_debt(), 0u);
+        }).join();
+        smarm::spawn([] { EXPECT_EQ(causal::my_debt(), 0u); }).join();
+    }
+}
+
+SMARM_TEST(Causal, AYieldKeepsAnActorsOwnDebtAParkOnAnActorWaivesIt) {
     auto [tx, rx] = smarm::channel<int>();
-    auto h = smarm::spawn([rx = std::move(rx)]() mutable {
-        const std::uint64_t before = causal::my_delay();
-        causal::inject_for_test(debt_ticks(1));  // accrues while we run
-        smarm::yield_now();                      // runnable all along: keeps the debt
-        EXPECT_EQ(causal::my_delay(), before);
-        EXPECT_LT(causal::my_delay(), causal::global_delay());
-        (void)rx.recv();  // a real park: delay accrued meanwhile is forgiven
-        EXPECT_EQ(causal::my_delay(), causal::global_delay());
+    auto [ready_tx, ready_rx] = smarm::channel<int>();
+    auto h = smarm::spawn([rx = std::move(rx), ready = std::move(ready_tx)]() mutable {
+        wait_on_io_while_injected(debt_ticks(1));
+        const std::uint64_t owed = causal::my_debt();
+        EXPECT_GT(owed, 0u);
+        smarm::yield_now();  // runnable all along: keeps the debt
+        EXPECT_EQ(causal::my_debt(), owed);
+        (void)ready.send(1);
+        (void)rx.recv();  // woken by an actor of the same timeline
+        EXPECT_EQ(causal::my_debt(), 0u);
     });
-    smarm_test::await_parked(h.id());        // in recv
-    causal::inject_for_test(debt_ticks(1));  // accrues while it waits
+    ASSERT_TRUE(ready_rx.recv());
+    smarm_test::await_parked(h.id());  // in recv
     (void)tx.send(1);
     h.join();
 }
 
-SMARM_TEST(Causal, DebtIsPaidAtObservationPointsOffTheSlice) {
+SMARM_TEST_N(Causal, AnIdleCoreIsForgiven, 1) {
+    causal::inject_for_test(debt_ticks(2));
+    EXPECT_LT(causal::core_delay(), causal::global_delay());
+    smarm::sleep(2ms);  // the only actor sleeps: the core idles
+    EXPECT_EQ(causal::core_delay(), causal::global_delay());
+}
+
+SMARM_TEST_N(Causal, DebtIsPaidAtObservationPointsOffTheSlice, 1) {
     const auto site = causal::register_site("elsewhere");
-    // Nobody is in the site: the window injects nothing, but debt owed
-    // from within it is paid by spinning at observation points.
+    // Nobody is in the site: the window injects nothing, but what the core
+    // owes from within it is paid by spinning at observation points (one
+    // scheduler, and this actor keeps it busy: never idle, never forgiven).
     const auto before = causal::totals();
     causal::begin(site, 0);
-    causal::inject_for_test(debt_ticks(3));
-    const std::uint64_t owed = causal::global_delay() - causal::my_delay();
+    const std::uint64_t owed = debt_ticks(3);  // what the core lagged before is waived
+    causal::inject_for_test(owed);
     const auto t0 = std::chrono::steady_clock::now();
-    while (causal::my_delay() < causal::global_delay() &&
+    while (causal::core_delay() < causal::global_delay() &&
            std::chrono::steady_clock::now() - t0 < 10s)
         smarm::check();
     causal::end();
     const auto d = causal::totals() - before;
-    EXPECT_EQ(causal::my_delay(), causal::global_delay());
+    EXPECT_EQ(causal::core_delay(), causal::global_delay());
     EXPECT_GE(d.absorbed, owed);
     EXPECT_EQ(d.injected, 0u);
 }
 
-SMARM_TEST(Causal, DebtFromAnEarlierWindowIsForgivenNotPaid) {
+SMARM_TEST_N(Causal, DebtFromAnEarlierWindowIsForgivenNotPaid, 1) {
     // Paid inside the next window, an earlier window's debt slowed it
     // without being subtracted (a live profile's 0% window after a 50% one
     // ran at 8% of its rate).
@@ -143,7 +174,7 @@ SMARM_TEST(Causal, DebtFromAnEarlierWindowIsForgivenNotPaid) {
     const auto d = causal::totals() - before;
     EXPECT_EQ(d.absorbed, 0u);
     EXPECT_GE(d.forgiven, debt_ticks(50));
-    EXPECT_EQ(causal::my_delay(), causal::global_delay());
+    EXPECT_EQ(causal::core_delay(), causal::global_delay());
 }
 
 SMARM_TEST(Causal, TheTailIsFlushedAtSiteExitAndEntryReArms) {
@@ -158,9 +189,9 @@ SMARM_TEST(Causal, TheTailIsFlushedAtSiteExitAndEntryReArms) {
     auto d = causal::totals() - before;
     EXPECT_LT(ms(d.injected + d.discarded), 30.0);
     // Exit flushes: 4 ms in the site with no observation point inside is
-    // at least 2 ms of injected delay at 50%, credited to this actor.
+    // at least 2 ms of injected delay at 50%, credited to this core.
     before = causal::totals();
-    const std::uint64_t mine = causal::my_delay();
+    const std::uint64_t mine = causal::core_delay();
     {
         auto g = SMARM_CAUSAL_SITE("hot");
         burn(4ms);
@@ -168,7 +199,7 @@ SMARM_TEST(Causal, TheTailIsFlushedAtSiteExitAndEntryReArms) {
     d = causal::totals() - before;
     causal::end();
     EXPECT_GE(ms(d.injected + d.discarded), 2.0 * 0.999);
-    EXPECT_EQ(causal::my_delay() - mine, d.injected);
+    EXPECT_EQ(causal::core_delay() - mine, d.injected);
 }
 
 SMARM_TEST(Causal, AnInSiteSwitchOutFlushesItsTail) {
@@ -219,17 +250,18 @@ SMARM_TEST_N(Causal, AYieldInTheSiteCountsItsRunQueueWaitOffCpu, 1) {
 
 // ---- the blocked-thread rule for the world outside ----
 
-SMARM_TEST(Causal, AWaitOnIoPaysTheDelayAWaitOnAnActorDoesNot) {
+SMARM_TEST(Causal, AWaitOnIoOwesTheDelayAWaitOnAnActorDoesNot) {
     int fds[2];
     ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
-    auto h = smarm::spawn([fd = fds[0]] {
+    const std::uint64_t debt = debt_ticks(20);
+    auto h = smarm::spawn([fd = fds[0], debt] {
         (void)smarm::wait_readable(fd);  // woken by the kernel, not an actor
-        EXPECT_LT(causal::my_delay(), causal::global_delay());
+        EXPECT_GE(causal::my_debt(), debt);
     });
     smarm_test::await_parked(h.id());
-    // Begun after the park: the wait is marked external all the same. 20 ms
-    // of debt outlasts what the way out of the wait can pay (1 ms a visit).
-    causal::inject_for_test(debt_ticks(20));
+    // Injected after the park began, no experiment running: the wait is
+    // marked external all the same (and nothing pays outside a window).
+    causal::inject_for_test(debt);
     ASSERT_EQ(::write(fds[1], "x", 1), 1);
     h.join();
     ::close(fds[0]);
@@ -238,7 +270,7 @@ SMARM_TEST(Causal, AWaitOnIoPaysTheDelayAWaitOnAnActorDoesNot) {
 
 SMARM_TEST(Causal, AnIoWaitOverLeavesNoMarkOnTheNextPark) {
     // The IO wait ends while no experiment runs; the actor's next park, on
-    // an actor, must still be forgiven.
+    // an actor, must still owe nothing.
     int fds[2];
     ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
     ASSERT_EQ(::write(fds[1], "x", 1), 1);
@@ -248,7 +280,7 @@ SMARM_TEST(Causal, AnIoWaitOverLeavesNoMarkOnTheNextPark) {
         (void)smarm::wait_readable(fd);
         (void)done.send(1);
         (void)rx.recv();  // woken by an actor
-        EXPECT_GE(causal::my_delay(), causal::global_delay());
+        EXPECT_EQ(causal::my_debt(), 0u);
     });
     ASSERT_TRUE(done_rx.recv());
     smarm_test::await_parked(h.id());  // in recv

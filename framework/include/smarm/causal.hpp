@@ -3,31 +3,40 @@
 // word and the delay ledgers.
 //
 // The question: if the code of site S ran p% faster, how much faster would
-// the program make progress? As in Coz, S is not sped up; every other actor
+// the program make progress? As in Coz, S is not sped up; everything else
 // is slowed down instead. While an experiment (S, p) runs, each sample the
-// observation point takes of an actor inside S adds interval * p / 100 to a
-// global delay ledger; every actor keeps its own ledger and, at its next
-// observation point, spins off the difference (at most a bounded amount per
-// visit), and that spin is not charged to its timeslice. The progress
-// points' rates over the window's virtual time (wall minus injected delay)
-// then read as the program's speedup.
+// observation point takes of an actor inside S adds interval * p / 100 to
+// a global delay ledger and the same to the ledger of the core (scheduler)
+// that ran it; every core, at its next observation points, spins off the
+// difference between the global ledger and its own (at most a bounded
+// amount per visit), whichever actor it runs, in the site or not, and that
+// spin is not charged to the timeslice. The progress points' rates over the
+// window's virtual time (wall minus injected delay) then read as the
+// program's speedup.
 //
 // The rules, each tested (tests/framework/causal_test.cpp):
 // - A site is per actor: its id lives in the actor's slot, so it survives
 //   preemption and migration; guards nest (the outer site is restored);
 //   outside an actor a guard does nothing.
+// - The shared delay is the core's, not the actor's: a core's timeline is
+//   what in-site code shortens (what it runs next would start earlier), so
+//   several actors in the site on one core, or more in-site actors than
+//   cores, credit and pay per core. Per actor, a crowded site was overstated
+//   (in-site actors never paid) or understated (they paid for samples their
+//   own core had already run).
+// - An idle core is forgiven the delay that accrued while it found nothing
+//   to run: the sped-up program would have idled too.
 // - An actor resumed after a real park on another actor (a channel, a
-//   mutex, a call) or on a timer is forgiven the delay that accrued while
-//   it waited: its ledger is set to the global one (the waker ran in the
-//   same slowed timeline; timers keep virtual time, below). An actor that
-//   yielded or was preempted was runnable all along and keeps its debt, and
-//   so does one that waited on the world outside (IO readiness, a
-//   blocking-pool job): that world was not slowed, so the wait counts like
-//   runnable time (Coz's rule for threads the kernel wakes).
+//   mutex, a call) or on a timer owes nothing of its own: its waker ran in
+//   the same slowed timeline (timers keep virtual time, below). One that
+//   waited on the world outside (IO readiness, a blocking-pool job) owes,
+//   itself, the delay injected during the wait: that world was not slowed
+//   (Coz's rule for threads the kernel wakes). It pays at its observation
+//   points; the core that spins for it is credited the same. Yields and
+//   preemptions change no debt. A new actor owes nothing.
 // - Virtual time: a timer's deadline shifts by the delay injected since it
 //   was armed (sleep, send_after, receive and call timeouts, gen_server and
 //   gen_statem timers); sleep_wall and send_after_wall are exempt.
-// - A new actor is born current (its ledger starts at the global one).
 // - Leaving the selected site, or switching out inside it, flushes the
 //   sample interval since the last sample (the tail is not lost); entering
 //   it, or resuming, re-arms the sample clock (time before the site or off
@@ -100,8 +109,8 @@ bool running() noexcept;
 struct ledger {
     std::uint64_t injected = 0;    ///< added to the global ledger by in-site samples
     std::uint64_t injected_n = 0;  ///< the samples that added it
-    std::uint64_t absorbed = 0;    ///< spun off by actors paying their debt
-    std::uint64_t forgiven = 0;    ///< waived at resume after a real park
+    std::uint64_t absorbed = 0;    ///< spun off at observation points (cores and actors paying)
+    std::uint64_t forgiven = 0;    ///< waived: idle cores, earlier windows, own debt after a real park
     /// In-site intervals closed by a switch-out (attributed like any
     /// sample: the actor was on-CPU in the site until it left).
     std::uint64_t tail_park = 0;
@@ -120,10 +129,13 @@ struct ledger {
 };
 ledger totals() noexcept;
 
-/// The global delay ledger (ticks): the delay every actor should have seen.
+/// The global delay ledger (ticks): the delay every core should have seen.
 std::uint64_t global_delay() noexcept;
-/// The calling actor's own ledger (0 outside an actor).
-std::uint64_t my_delay() noexcept;
+/// The ledger of the core running the calling actor (0 outside an actor).
+std::uint64_t core_delay() noexcept;
+/// The calling actor's own debt from waits on the world outside (ticks; 0
+/// outside an actor).
+std::uint64_t my_debt() noexcept;
 /// Adds `ticks` to the global ledger as if in-site samples had: for tests
 /// that need a known debt.
 void inject_for_test(std::uint64_t ticks) noexcept;

@@ -163,7 +163,8 @@ constexpr std::string_view redacted = "<redacted>";
 /// a printed config fed back in fails loudly instead of holding a wrong
 /// secret.
 key_def secret_key(std::string name, std::string doc, std::function<std::string&(settings&)> at) {
-    return {std::move(name), std::move(doc),
+    return {std::move(name),
+            std::move(doc),
             "\"\" (none) or 16 to 4096 visible ASCII characters (no spaces)",
             [=](settings& s, const std::string& v) {
                 if (v == redacted)
@@ -175,8 +176,9 @@ key_def secret_key(std::string name, std::string doc, std::function<std::string&
                                                               : "longer than 4096 characters");
                 for (unsigned char c : v)
                     if (c <= 0x20 || c >= 0x7f)
-                        throw std::invalid_argument("not visible ASCII (a space or control "
-                                                    "character, or non-ASCII)");
+                        throw std::invalid_argument(
+                            "not visible ASCII (a space or control "
+                            "character, or non-ASCII)");
                 at(s) = v;
             },
             [=](const settings& s) {
@@ -279,6 +281,11 @@ const std::vector<key_def>& table() {
         duration_key(
             "workers.call_timeout", "a work request waits this long for its answer (else 504)", 1ms,
             1h, [](settings& s) -> std::chrono::nanoseconds& { return s.workers.call_timeout; }),
+        bool_key("causal.http",
+                 "causal profiling hooks on the main listener: a site per route (named by its "
+                 "pattern), progress points http.requests and one per route, latency point "
+                 "http.request (experiments run only on POST /debug/causal)",
+                 [](settings& s) -> bool& { return s.causal.http; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };
@@ -303,8 +310,8 @@ void apply(settings& s, const key_def& k, const std::string& value, const std::s
         k.set(s, value);
     } catch (const std::invalid_argument& e) {
         if (k.secret)  // the reason, never the value
-            throw config_error("config: " + k.name + " (from " + from + ") is not allowed: " +
-                               e.what() + "; expected " + k.allowed);
+            throw config_error("config: " + k.name + " (from " + from +
+                               ") is not allowed: " + e.what() + "; expected " + k.allowed);
         throw config_error("config: " + k.name + ": \"" + value + "\" (from " + from +
                            ") is not allowed: expected " + k.allowed);
     }

@@ -29,6 +29,7 @@ std::atomic<std::uint64_t> global_delay{0};
 namespace {
 
 std::atomic<std::uint64_t> window_start{0};  ///< ticks() at the last begin()
+std::atomic<std::uint32_t> window_epoch{0};  ///< begin() calls so far
 /// The global ledger at the last begin(): debt below it is a past
 /// window's, forgiven at the next sample rather than paid inside this one
 /// (where it would slow the window without being subtracted from it).
@@ -108,7 +109,7 @@ void forgive_old(scheduler& s, slot& sl) noexcept {
         s.causal_delay = base;
     }
     if (sl.causal_debt != 0 &&
-        sl.causal_debt_window != window_start.load(std::memory_order_relaxed)) {
+        sl.causal_debt_window != window_epoch.load(std::memory_order_relaxed)) {
         add(g.forgiven, sl.causal_debt);
         sl.causal_debt = 0;
     }
@@ -202,7 +203,7 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
     if (after_park && !external) {
         if (sl.causal_debt != 0) add(g.forgiven, std::exchange(sl.causal_debt, 0));
     } else if (after_park) {
-        const std::uint64_t win = window_start.load(std::memory_order_relaxed);
+        const std::uint32_t win = window_epoch.load(std::memory_order_relaxed);
         const std::uint64_t from =
             std::max(sl.causal_ext_base, window_base.load(std::memory_order_relaxed));
         const std::uint64_t now_owed = global_delay.load(std::memory_order_relaxed);
@@ -288,6 +289,19 @@ site_guard::~site_guard() {
     slot_->causal_site = prev_;
 }
 
+handoff_guard::handoff_guard(site_id site) noexcept : slot_(running_slot()) {
+    if (slot_ != nullptr) prev_ = std::exchange(slot_->causal_handoff, site);
+}
+
+handoff_guard::~handoff_guard() {
+    if (slot_ != nullptr) slot_->causal_handoff = prev_;
+}
+
+site_id handoff_site() noexcept {
+    slot* sl = running_slot();
+    return sl == nullptr ? 0 : sl->causal_handoff;
+}
+
 void begin(site_id site, unsigned speedup_pct) {
     if (site == 0 || site_name(site).empty())
         throw std::invalid_argument("smarm::causal::begin: unknown site " + std::to_string(site));
@@ -296,6 +310,7 @@ void begin(site_id site, unsigned speedup_pct) {
                                     "% is over 100%");
     (void)ticks_per_ns();  // calibrated before any window, never inside one
     hooks::window_start.store(ticks(), std::memory_order_relaxed);
+    hooks::window_epoch.fetch_add(1, std::memory_order_relaxed);
     // relaxed: read at samples after the experiment word below is seen; a
     // sample that reads a stale base forgives less, once.
     hooks::window_base.store(hooks::global_delay.load(std::memory_order_relaxed),

@@ -59,9 +59,57 @@ std::string coz_name(std::string s) {
 
 }  // namespace
 
-std::string render_summary(const profile& pr) {
+std::optional<double> ranked_site::top() const {
+    for (auto it = impacts.rbegin(); it != impacts.rend(); ++it)
+        if (it->second) return it->second;
+    return std::nullopt;
+}
+
+std::vector<ranked_site> rank(const profile& pr, const std::string& point) {
+    const auto cells = pr.cells();
+    std::vector<ranked_site> out;
+    for (const std::string& site : site_order(cells)) {
+        ranked_site r{site, {}};
+        for (const auto& c : cells)
+            if (c.site == site && c.speedup != 0)
+                r.impacts.emplace_back(c.speedup, pr.impact(site, c.speedup, point));
+        std::sort(r.impacts.begin(), r.impacts.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        out.push_back(std::move(r));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const ranked_site& a, const ranked_site& b) {
+        const auto x = a.top(), y = b.top();
+        return x && (!y || *x > *y);
+    });
+    return out;
+}
+
+std::string render_summary(const profile& pr, const std::string& rank_by) {
     std::ostringstream o;
     const auto cells = pr.cells();
+    if (!rank_by.empty()) {
+        const auto ranked = rank(pr, rank_by);
+        std::set<unsigned> speedups;
+        for (const auto& r : ranked)
+            for (const auto& [pct, im] : r.impacts)
+                speedups.insert(pct);
+        o << "== sites ranked by " << rank_by
+          << " (program speedup when the site is made faster by) ==\n      ";
+        for (unsigned pct : speedups)
+            o << fmt("  %7.0f%%", pct);
+        o << "  site\n";
+        unsigned place = 0;
+        for (const auto& r : ranked) {
+            o << fmt("  %3.0f.", ++place);
+            for (unsigned pct : speedups) {
+                auto it = std::find_if(r.impacts.begin(), r.impacts.end(),
+                                       [pct](const auto& e) { return e.first == pct; });
+                o << (it != r.impacts.end() && it->second ? fmt("  %+7.1f%%", *it->second)
+                                                          : std::string("       n/a"));
+            }
+            o << "  " << r.site << "\n";
+        }
+    }
     std::size_t thin = 0;
     std::chrono::nanoseconds total{0};
     for (const window& w : pr.windows) {

@@ -1,5 +1,9 @@
 #include <smarm/progress.hpp>
 
+#include <memory>
+#include <mutex>
+#include <utility>
+
 namespace smarm {
 
 namespace {
@@ -24,6 +28,26 @@ progress_point::progress_point(const char* name) noexcept : name_(name) {
     publish(g_head, this, next_);
 }
 
+namespace {
+/// Points made at run time, by name; never erased, so references and the
+/// name strings (the map's keys, which the points point at) stay valid.
+std::mutex g_named_mu;
+std::map<std::pair<std::string, int>, std::unique_ptr<progress_point>, std::less<>> g_named;
+std::map<std::pair<std::string, int>, std::unique_ptr<latency_point>, std::less<>> g_named_latency;
+
+template <class Point, class Map, class... Extra>
+Point& intern(Map& m, std::string_view name, int key, Extra... extra) {
+    std::lock_guard lk(g_named_mu);
+    auto [it, fresh] = m.try_emplace(std::pair<std::string, int>(name, key));
+    if (fresh) it->second = std::make_unique<Point>(it->first.first.c_str(), extra...);
+    return *it->second;
+}
+}  // namespace
+
+progress_point& progress_point::named(std::string_view name) {
+    return intern<progress_point>(g_named, name, 0);
+}
+
 std::map<std::string, std::uint64_t> progress_point::snapshot() {
     std::map<std::string, std::uint64_t> out;
     // acquire: pairs with the registration's release.
@@ -44,6 +68,10 @@ std::int64_t signed56(std::uint64_t v) noexcept {
 
 latency_point::latency_point(const char* name, edge e) noexcept : name_(name), edge_(e) {
     publish(g_latency_head, this, next_);
+}
+
+latency_point& latency_point::named(std::string_view name, edge e) {
+    return intern<latency_point>(g_named_latency, name, static_cast<int>(e), e);
 }
 
 std::map<std::string, latency_point::totals> latency_point::snapshot() {

@@ -107,12 +107,13 @@ struct alignas(64) slot {
     /// waits on the world outside (the shared delay is the core's ledger,
     /// scheduler::causal_delay).
     std::uint32_t causal_site = 0;
+    std::uint32_t causal_handoff = 0;  ///< the site its gen_server calls are handled in
     /// The wait in progress is on the world outside (IO readiness, a
     /// blocking-pool job): its resume owes the delay, not forgives it.
     bool causal_external = false;
+    std::uint32_t causal_debt_window = 0;  ///< the window (its epoch) the debt is from
     std::uint64_t causal_ext_base = 0;     ///< the global ledger when that wait began
     std::uint64_t causal_debt = 0;         ///< ticks owed by this actor itself
-    std::uint64_t causal_debt_window = 0;  ///< the window (its start tick) the debt is from
     /// Tick at which the actor yielded inside the experiment's site (0:
     /// none): its runnable wait is counted, not attributed, at resume.
     std::uint64_t causal_desched = 0;

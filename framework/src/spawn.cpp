@@ -104,6 +104,7 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->obs_period.store(obs_period_initial, std::memory_order_relaxed);
     sl->end_error = nullptr;
     sl->causal_site = 0;
+    sl->causal_handoff = 0;
     sl->causal_external = false;
     sl->causal_debt = 0;  // born owing nothing
     // No cold lock: nobody looks at the slot before word.spawn() publishes it

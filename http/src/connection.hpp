@@ -37,10 +37,12 @@
 // be with a timer firing at that moment; the client sees a closed idle
 // connection. Unwatched connections (tests, the fuzzer) keep a deadline.
 
+#include <smarm/causal.hpp>
 #include <smarm/http/config.hpp>
 #include <smarm/http/message.hpp>
 #include <smarm/http/router.hpp>
 #include <smarm/io.hpp>
+#include <smarm/progress.hpp>
 #include <smarm/runtime.hpp>
 
 #include <boost/beast/core/flat_buffer.hpp>
@@ -70,11 +72,43 @@ class logger;
 
 namespace smarm::http::internal {
 
+/// The causal profiler's sites and points of one server (server_config::
+/// causal); made once, the points interned by name, so a rebuilt server
+/// (a listener restarted) counts into the same ones.
+struct profile_hooks {
+    struct route {
+        causal::site_id site = 0;     ///< around the handler
+        causal::site_id service = 0;  ///< registry-routed: the server's handling
+        progress_point* done = nullptr;
+    };
+    std::vector<route> routes;  ///< by route_match::index
+    progress_point* answered = nullptr;
+    latency_point* arrive = nullptr;
+    latency_point* depart = nullptr;
+
+    explicit profile_hooks(const router& r) {
+        for (const route_info& info : r.routes()) {
+            const std::string name = info.name();
+            routes.push_back(
+                {causal::register_site(name),
+                 info.service.empty() ? 0 : causal::register_site(name + " @" + info.service),
+                 &progress_point::named(name)});
+        }
+        answered = &progress_point::named("http.requests");
+        arrive = &latency_point::named("http.request", latency_point::edge::begin);
+        depart = &latency_point::named("http.request", latency_point::edge::end);
+    }
+};
+
 /// What every connection of one server shares.
 struct shared {
-    shared(server_config c, router r) : cfg(std::move(c)), routes(std::move(r)) {}
+    shared(server_config c, router r)
+        : cfg(std::move(c)),
+          routes(std::move(r)),
+          causal(cfg.causal ? std::make_unique<const profile_hooks>(routes) : nullptr) {}
     const server_config cfg;
     const router routes;
+    const std::unique_ptr<const profile_hooks> causal;  ///< null unless cfg.causal
     std::atomic<bool> draining{false};
     /// The end of the drain's grace for idle connections (steady_clock
     /// nanoseconds since its epoch), stored before `draining`.
@@ -190,6 +224,7 @@ class connection {
     std::uint64_t seq_ = 0;
     unsigned version_ = 11;    ///< the answered request's (11 until its head is read)
     bool keep_alive_ = false;  ///< the answered request's, then the response's
+    const profile_hooks::route* route_ = nullptr;  ///< the routed request's, when profiled
 };
 
 /// Serves one connection over `s` (the connection actor's body).
@@ -207,6 +242,14 @@ void connection<Stream>::serve() {
         const bool timed = c_.sh.access || cfg_.on_request;
         const auto t0 = timed ? clock::now() : clock::time_point{};
         ++seq_;
+        // Every arrival departs, whichever way the request ends.
+        struct departure {
+            latency_point* p;
+            ~departure() {
+                if (p != nullptr) p->hit();
+            }
+        } const leaves{c_.sh.causal ? c_.sh.causal->depart : nullptr};
+        if (leaves.p != nullptr) c_.sh.causal->arrive->hit();
         if (!read_request()) return;
         request_access::peer(req_) = c_.peer;
         request_access::set_id(req_, c_.id, seq_);
@@ -223,6 +266,10 @@ void connection<Stream>::serve() {
         std::uint64_t bytes = 0;
         if (!respond(res, head_only, bytes)) return;
         c_.sh.requests.fetch_add(1, std::memory_order_relaxed);
+        if (const profile_hooks* ch = c_.sh.causal.get()) {
+            ch->answered->hit();
+            if (route_ != nullptr) route_->done->hit();
+        }
         if (c_.sh.access)
             log_access(*c_.sh.access, c_.peer, method, target, static_cast<unsigned>(res.status()),
                        bytes, clock::now() - t0, rid);
@@ -323,11 +370,13 @@ bool connection<Stream>::read_request() {
 
 template <class Stream>
 response connection<Stream>::handle(std::string& rid, std::string& route) {
+    route_ = nullptr;
     std::optional<response> denied;
     if (cfg_.authorize) denied = cfg_.authorize(req_);
     if (denied) return std::move(*denied);
     route_match m = c_.sh.routes.match(req_);
     if (cfg_.on_request && m.target) route = req_.route();
+    route_ = c_.sh.causal && m.target ? &c_.sh.causal->routes[m.index] : nullptr;
     // Built in place (a default-constructed response would allocate its
     // default Content-Type only to be assigned over).
     if (!m.target) {
@@ -336,6 +385,11 @@ response connection<Stream>::handle(std::string& rid, std::string& route) {
         return r;
     }
     try {
+        if (route_ != nullptr) {
+            causal::site_guard in_site(route_->site);
+            causal::handoff_guard served(route_->service);
+            return (*m.target)(req_);
+        }
         return (*m.target)(req_);
     } catch (const smarm::stopped&) {
         throw;

@@ -25,22 +25,45 @@ std::string_view request::query() const noexcept {
     return std::string_view(target_).substr(q + 1);
 }
 
-std::optional<std::string> request::query_param(std::string_view name) const {
-    std::string_view q = query();
-    while (!q.empty()) {
-        const auto amp = q.find('&');
-        const auto part = q.substr(0, amp);
+namespace {
+/// Parameter `name` of an encoded `a=1&b=2` list: present (the decoded
+/// value) or not; `form`: '+' is a space (application/x-www-form-urlencoded).
+/// A bad escape reads as absent.
+std::optional<std::string> find_param(std::string_view list, std::string_view name, bool form) {
+    while (!list.empty()) {
+        const auto amp = list.find('&');
+        const auto part = list.substr(0, amp);
         const auto eq = part.find('=');
         if (part.substr(0, eq) == name) {
+            std::string raw(eq == std::string_view::npos ? "" : part.substr(eq + 1));
+            if (form)
+                for (char& c : raw)
+                    if (c == '+') c = ' ';
             std::string out;
-            if (!percent_decode(eq == std::string_view::npos ? "" : part.substr(eq + 1), out))
-                return std::nullopt;
+            if (!percent_decode(raw, out)) return std::nullopt;
             return out;
         }
         if (amp == std::string_view::npos) break;
-        q.remove_prefix(amp + 1);
+        list.remove_prefix(amp + 1);
     }
     return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> request::query_param(std::string_view name) const {
+    return find_param(query(), name, false);
+}
+
+std::optional<std::string> request::form_param(std::string_view name) const {
+    if (auto ct = header("Content-Type")) {
+        const std::string_view type = ct->substr(0, ct->find(';'));
+        std::string_view t = type;
+        while (!t.empty() && (t.back() == ' ' || t.back() == '\t'))
+            t.remove_suffix(1);
+        if (iequals(t, "application/x-www-form-urlencoded"))
+            if (auto v = find_param(body_, name, true)) return v;
+    }
+    return query_param(name);
 }
 
 std::optional<std::string_view> request::header(std::string_view name) const noexcept {

@@ -68,7 +68,7 @@ router& router::add(verb method, std::string_view pattern, handler h) {
     };
     if (pattern.empty() || pattern[0] != '/') bad("it must start with '/'");
     if (!h) bad("the handler is empty");
-    entry e{method, std::string(pattern), {}, std::move(h)};
+    entry e{method, std::string(pattern), {}, std::move(h), {}};
     auto parts = split_path(pattern);
     for (std::size_t i = 0; i < parts.size(); ++i) {
         auto s = parts[i];
@@ -120,6 +120,24 @@ router& router::add(verb method, std::string_view pattern, handler h) {
     return *this;
 }
 
+router& router::add_routed(verb method, std::string_view pattern, std::string service, handler h) {
+    add(method, pattern, std::move(h));
+    routes_.back().service = std::move(service);
+    return *this;
+}
+
+std::vector<route_info> router::routes() const {
+    std::vector<route_info> out;
+    out.reserve(routes_.size());
+    for (const entry& e : routes_)
+        out.push_back({e.method, e.pattern, e.service});
+    return out;
+}
+
+std::string route_info::name() const {
+    return std::string(method_name(method)) + " " + pattern;
+}
+
 route_match router::match(request& req) const {
     // The decoded path split into segments. Splitting the raw target first
     // and decoding each segment keeps an encoded '/' inside its segment.
@@ -145,6 +163,7 @@ route_match router::match(request& req) const {
                     (req.method() == verb::head && r.method == verb::get)) {
                     out.target = &r.h;
                     out.status = status::ok;
+                    out.index = i;
                     request_access::params(req).clear();
                     request_access::wildcard(req).clear();
                     request_access::route(req) = r.pattern;
@@ -250,6 +269,7 @@ route_match router::match(request& req) const {
     }
     out.target = &best->h;
     out.status = status::ok;
+    out.index = static_cast<std::size_t>(best - routes_.data());
     auto& params = request_access::params(req);
     params.clear();
     std::string& wild = request_access::wildcard(req);

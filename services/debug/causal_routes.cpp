@@ -7,7 +7,9 @@
 #include "causal_routes.hpp"
 
 #include <smarm/causal.hpp>
+#include <smarm/config/config.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <mutex>
@@ -56,9 +58,30 @@ unsigned number(const std::string& name, std::string_view v, unsigned lo, unsign
     return n;
 }
 
+/// A length as config files write it ("30s", "500ms", "2m", bare seconds).
+std::chrono::milliseconds duration(const std::string& v) {
+    std::chrono::nanoseconds d{0};
+    try {
+        d = config::parse_duration(v);
+    } catch (const std::invalid_argument&) {
+    }
+    if (d < std::chrono::milliseconds(1) || d > std::chrono::hours(24))
+        throw bad_parameter("duration=" + v +
+                            ": want a length like 30s, 500ms or 2m (1 ms to a day)");
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+std::size_t site_count(const causal::plan& p) {
+    std::size_t sites = p.sites.size();
+    if (sites == 0)
+        while (!causal::site_name(static_cast<causal::site_id>(sites + 1)).empty())
+            ++sites;
+    return sites;
+}
+
 causal::plan plan_from(const http::request& q) {
     causal::plan p;
-    if (auto v = q.query_param("mode")) {
+    if (auto v = q.form_param("mode")) {
         if (*v == "sweep")
             p.mode = causal::plan::schedule::sweep;
         else if (*v == "randomized")
@@ -66,17 +89,33 @@ causal::plan plan_from(const http::request& q) {
         else
             throw bad_parameter("mode=" + *v + ": want sweep or randomized");
     }
-    if (auto v = q.query_param("speedups")) {
+    if (auto v = q.form_param("speedups")) {
         p.speedups.clear();
         for (const auto& s : split(*v))
             p.speedups.push_back(number("speedups", s, 0, 100));
     }
-    if (auto v = q.query_param("window_ms"))
+    if (auto v = q.form_param("window_ms"))
         p.window = std::chrono::milliseconds(number("window_ms", *v, 10, 60'000));
-    if (auto v = q.query_param("rounds")) p.rounds = number("rounds", *v, 1, 100);
-    if (auto v = q.query_param("experiments")) p.experiments = number("experiments", *v, 1, 10'000);
-    if (auto v = q.query_param("sites")) p.sites = split(*v);
-    if (auto v = q.query_param("points")) p.points = split(*v);
+    if (auto v = q.form_param("rounds")) p.rounds = number("rounds", *v, 1, 100);
+    if (auto v = q.form_param("experiments")) p.experiments = number("experiments", *v, 1, 10'000);
+    if (auto v = q.form_param("sites")) p.sites = split(*v);
+    if (auto v = q.form_param("points")) p.points = split(*v);
+    if (auto v = q.form_param("duration")) {
+        // As many windows as fit: rounds of the sweep, or experiments.
+        const auto len = duration(*v);
+        const bool sweep = p.mode == causal::plan::schedule::sweep;
+        if (q.form_param(sweep ? "rounds" : "experiments"))
+            throw bad_parameter(std::string("duration=") + *v + ": give it or " +
+                                (sweep ? "rounds" : "experiments") + ", not both");
+        const auto per = p.window + p.cooldown;
+        if (sweep) {
+            const auto cells = static_cast<long>(std::max<std::size_t>(1, site_count(p)) *
+                                                 std::max<std::size_t>(1, p.speedups.size()));
+            p.rounds = static_cast<unsigned>(std::clamp<long>(len / (per * cells), 1, 100));
+        } else {
+            p.experiments = static_cast<unsigned>(std::clamp<long>(len / per, 1, 10'000));
+        }
+    }
     return p;
 }
 
@@ -85,25 +124,45 @@ causal::plan plan_from(const http::request& q) {
 std::chrono::milliseconds planned(const causal::plan& p) {
     const auto per = p.window + p.cooldown;
     if (p.mode == causal::plan::schedule::randomized) return per * p.experiments;
-    std::size_t sites = p.sites.size();
-    if (sites == 0)
-        while (!causal::site_name(static_cast<causal::site_id>(sites + 1)).empty())
-            ++sites;
-    return per * static_cast<long>(sites * p.speedups.size() * p.rounds);
+    return per * static_cast<long>(site_count(p) * p.speedups.size() * p.rounds);
+}
+
+/// ?format= wins; else the Accept header picks JSON when it asks for it
+/// before (or without) text; else the summary.
+std::string format_of(const http::request& q) {
+    if (auto f = q.form_param("format")) return *f;
+    const std::string_view accept = q.header("Accept").value_or("");
+    const auto json = accept.find("application/json");
+    const auto text = accept.find("text/");
+    if (json != std::string_view::npos && (text == std::string_view::npos || json < text))
+        return "json";
+    return "summary";
 }
 
 http::response render(const causal::profile& pr, const http::request& q) {
-    const std::string f = q.query_param("format").value_or("summary");
+    const std::string f = format_of(q);
+    const std::string rank_by = q.form_param("rank").value_or("");
     if (f == "summary")
-        return http::response(http::status::ok, causal::render_summary(pr),
+        return http::response(http::status::ok, causal::render_summary(pr, rank_by),
                               "text/plain; charset=utf-8");
     if (f == "json")
         return http::response(http::status::ok, causal::render_json(pr), "application/json");
     if (f == "coz")
         return http::response(http::status::ok, causal::render_coz(pr),
                               "text/plain; charset=utf-8");
+    if (f == "gnuplot") {
+        // A script the client runs: it draws to `output` on the client's side.
+        const std::string out = q.form_param("output").value_or("causal.svg");
+        try {
+            return http::response(http::status::ok, causal::render_gnuplot(pr, out, rank_by),
+                                  "text/plain; charset=utf-8");
+        } catch (const std::invalid_argument&) {
+            return http::response(http::status::bad_request,
+                                  "output=" + out + ": want a .png or .svg file name\n");
+        }
+    }
     return http::response(http::status::bad_request,
-                          "format=" + f + ": want summary, json or coz\n");
+                          "format=" + f + ": want summary, json, coz or gnuplot\n");
 }
 
 }  // namespace

@@ -3,14 +3,21 @@
 //
 //   POST /debug/causal?speedups=0,25,50&window_ms=500&rounds=1&sites=a,b
 //                     &points=p&mode=sweep|randomized&experiments=40
-//                     &format=summary|json|coz
+//                     &duration=30s&rank=point&format=summary|json|coz|gnuplot
 //       runs the experiments while the process serves its traffic and
-//       answers with the profile (200). 409 while another run is active
-//       (the body names it), 400 naming the bad parameter (a plan the
-//       controller refuses included), 413 when the planned run would take
-//       longer than `max_run`.
-//   GET  /debug/causal/last?format=...   the last finished profile (404
-//       before the first).
+//       answers with the profile (200). The parameters come from the query
+//       or an application/x-www-form-urlencoded body (curl -d; the body
+//       wins). `duration` fits as many sweep rounds (or randomized
+//       experiments) as it holds, instead of `rounds` (`experiments`).
+//       `rank` orders the summary's sites by a progress or latency point
+//       (and picks the gnuplot script's point). The format is `format`, or
+//       JSON when Accept asks for application/json first, or the summary;
+//       gnuplot is a script drawing to `output` (.png or .svg). 409 while
+//       another run is active (the body names it), 400 naming the bad
+//       parameter (a plan the controller refuses included), 413 when the
+//       planned run would take longer than `max_run`.
+//   GET  /debug/causal/last?format=...&rank=...   the last finished
+//       profile (404 before the first).
 //
 // They act on the process: mount them on the admin listener only.
 // Thread safety: the routes may run on any scheduler at once; one run at

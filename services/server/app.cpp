@@ -198,6 +198,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
         if (l == listener::http) {
             c = http_config_from(s);
             c.on_request = metrics.request_observer();
+            c.causal = s.causal.http;  // the main listener only: never the admin one
         } else {
             c.host = s.admin.host;
             c.port = s.admin.port;

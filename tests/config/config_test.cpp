@@ -80,6 +80,10 @@ TEST(Config, ErrorsNameTheKeyTheValueAndWhatIsAllowed) {
     EXPECT_NE(e.find("single value"), std::string::npos) << e;
     e = error_of("http:\n  tls_certificate: a.pem\n");
     EXPECT_NE(e.find("set together"), std::string::npos) << e;
+    e = error_of("causal:\n  http: sometimes\n");
+    EXPECT_NE(e.find("causal.http"), std::string::npos) << e;
+    EXPECT_FALSE(config::load_from("").causal.http);  // off by default
+    EXPECT_TRUE(config::load_from("", {{"SMARM_CAUSAL_HTTP", "true"}}).causal.http);
     e = error_of("http:\n  port: 80\n bad indent: [\n");
     EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
     const char* argv[] = {"smarm-server", "--no-such-flag"};

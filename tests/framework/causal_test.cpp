@@ -26,6 +26,7 @@
 #include <string>
 #include <thread>
 
+#include <smarm_test/coz_grammar.hpp>
 #include <smarm_test/run.hpp>
 
 using namespace std::chrono_literals;
@@ -521,6 +522,7 @@ SMARM_TEST(CausalRun, ASweepMeasuresEveryCellAndRendersCozLines) {
     EXPECT_NE(coz.find("throughput-point\tname=causal_test.items\tdelta="), std::string::npos);
     EXPECT_NE(coz.find("latency-point\tname=causal_test.item\tarrivals="), std::string::npos);
     EXPECT_NE(coz.find("\nruntime\ttime="), std::string::npos);
+    EXPECT_EQ(smarm_test::coz_grammar_errors(coz), "");
     const std::string sum = causal::render_summary(pr);
     EXPECT_NE(sum.find("site sweep_site"), std::string::npos);
     EXPECT_NE(sum.find("throughput causal_test.items"), std::string::npos);
@@ -573,4 +575,37 @@ SMARM_TEST(CausalRun, ARandomizedRunFromAnOsThreadSteps5PercentWithExtraBaseline
     // baselines (seed 7 fixes the draw, so this cannot flake).
     EXPECT_GE(zero, 2u);
     EXPECT_GE(speedups.size(), 6u);
+}
+
+TEST(CozGrammar, TheCheckerRefusesWhatTheViewerCannotRead) {
+    using smarm_test::coz_grammar_errors;
+    const std::string ok =
+        "startup\ttime=1\nexperiment\tselected=a\tspeedup=0.25\tduration=9\n"
+        "throughput-point\tname=p\tdelta=3\nruntime\ttime=10\n";
+    EXPECT_EQ(coz_grammar_errors(ok), "");
+    for (const char* bad : {
+             "startup\ttime=1\nexperiment\tselected=a\tspeedup=1.5\tduration=9\n",
+             "startup\ttime=1\nexperiment\tselected=a\tduration=9\n",
+             "startup\ttime=1\nthroughput-point\tname=p\tdelta=3\n",
+             "startup\ttime=1\nexperiment\tselected=a\tspeedup=0\tduration=-4\n",
+             "startup\ttime=1\nexperiment\tselected=a\tspeedup=0\tduration=4\tbare\n",
+             "startup\ttime=1\nwhatever\tx=1\n",
+             "experiment\tselected=a\tspeedup=0\tduration=4\n",
+         })
+        EXPECT_NE(coz_grammar_errors(bad), "") << bad;
+}
+
+TEST(CozGrammar, NamesWithTabsAndEqualsSignsStayOneField) {
+    causal::profile pr;
+    causal::window w;
+    w.site = "GET /a\tb=c";
+    w.speedup = 50;
+    w.wall = std::chrono::milliseconds(10);
+    w.throughput["x=y"] = 7;
+    w.latency["l\tm"] = causal::latency_sample{3, 3, 0, 1000.0};
+    pr.windows.push_back(w);
+    const std::string coz = causal::render_coz(pr);
+    EXPECT_EQ(smarm_test::coz_grammar_errors(coz), "") << coz;
+    EXPECT_NE(coz.find("selected=GET /a_b_c\t"), std::string::npos) << coz;
+    EXPECT_NE(coz.find("name=x_y\tdelta=7"), std::string::npos) << coz;
 }

@@ -139,3 +139,37 @@ TEST(Router, BadPatternsAreNamed) {
     EXPECT_NE(message("/{x}/{x}").find("twice"), std::string::npos);
     EXPECT_NE(message("/d").find("duplicates"), std::string::npos);
 }
+
+TEST(Request, QueryAndFormParametersDecodeAndTheBodyWins) {
+    auto q = make(http::verb::post, "/x?a=1&sites=GET%20/k,b&plus=a+b&bad=%zz&bare");
+    EXPECT_EQ(q.query_param("a"), "1");
+    EXPECT_EQ(q.query_param("sites"), "GET /k,b");
+    EXPECT_EQ(q.query_param("plus"), "a+b");  // '+' is literal in a query
+    EXPECT_EQ(q.query_param("bad"), std::nullopt);
+    EXPECT_EQ(q.query_param("bare"), "");
+    EXPECT_EQ(q.query_param("none"), std::nullopt);
+    // Without a form Content-Type the body is not read.
+    q.body() = "a=2";
+    EXPECT_EQ(q.form_param("a"), "1");
+    request_access::headers(q).push_back(
+        {"content-type", "application/x-www-form-urlencoded; charset=utf-8"});
+    q.body() = "a=2&sites=GET+/items/{id},x%2Cy";
+    EXPECT_EQ(q.form_param("a"), "2");  // the body wins
+    EXPECT_EQ(q.form_param("sites"), "GET /items/{id},x,y");
+    EXPECT_EQ(q.form_param("plus"), "a+b");  // not in the body: the query's
+}
+
+TEST(Router, RoutesListTheirNamesAndServicesInMatchOrder) {
+    http::router r;
+    r.get("/a", says("a"));
+    r.put("/kv/{key}", says("kv"));
+    const auto info = r.routes();
+    ASSERT_EQ(info.size(), 2u);
+    EXPECT_EQ(info[0].name(), "GET /a");
+    EXPECT_EQ(info[1].name(), "PUT /kv/{key}");
+    EXPECT_EQ(info[1].service, "");
+    auto req = make(http::verb::put, "/kv/z");
+    EXPECT_EQ(r.match(req).index, 1u);
+    auto req2 = make(http::verb::get, "/a");
+    EXPECT_EQ(r.match(req2).index, 0u);
+}

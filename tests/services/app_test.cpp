@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <smarm_test/coz_grammar.hpp>
 #include <smarm_test/http_client.hpp>
 #include "server/app.hpp"
 
@@ -287,6 +288,7 @@ std::optional<double> impact_in(const std::string& json, const std::string& site
 SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
     auto s = test_settings(true);
     s.http.test_routes = true;
+    s.causal.http = true;  // the route's site and the request points
     services::application app(s);
     app.start();
     ASSERT_TRUE(eventually([&] { return app.ready(); }));
@@ -333,9 +335,15 @@ SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
     // Sites register at their first run: let the route run first.
     ASSERT_TRUE(eventually([&] { return ok.load() > 20; }));
     client adm(adm_port);
+    // The plan in a form body, as curl -d sends it; ranked by the front
+    // end's own progress point.
+    const std::string form =
+        "sites=test.slow,test.fast,GET+/test/causal&speedups=0,50&window_ms=300"
+        "&points=http.requests&format=json";
     adm.send(
-        "POST /debug/causal?sites=test.slow,test.fast&speedups=0,50&window_ms=300"
-        "&points=test.causal&format=json HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        "POST /debug/causal HTTP/1.1\r\nHost: t\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+        std::to_string(form.size()) + "\r\n\r\n" + form);
     const auto r = adm.read();
     stop = true;
     for (auto& h : load)
@@ -343,10 +351,19 @@ SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
     second.join();
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200u) << r->body;
-    const auto slow = impact_in(r->body, "test.slow", 50, "test.causal");
-    const auto fast = impact_in(r->body, "test.fast", 50, "test.causal");
-    ASSERT_TRUE(slow && fast) << r->body;
-    std::printf("test.slow@50%%: %+.1f%%, test.fast@50%%: %+.1f%%\n", *slow, *fast);
+    const auto slow = impact_in(r->body, "test.slow", 50, "http.requests");
+    const auto fast = impact_in(r->body, "test.fast", 50, "http.requests");
+    // The route's own site holds only what is outside the two (they nest
+    // inside it); its progress point counts the same requests.
+    const auto route = impact_in(r->body, "GET /test/causal", 50, "http.requests");
+    const auto slow_by_route = impact_in(r->body, "test.slow", 50, "GET /test/causal");
+    ASSERT_TRUE(slow && fast && route && slow_by_route) << r->body;
+    std::printf(
+        "test.slow@50%%: %+.1f%%, test.fast@50%%: %+.1f%%, GET /test/causal@50%%: %+.1f%%\n", *slow,
+        *fast, *route);
+    EXPECT_NEAR(*slow_by_route, *slow, 5.0);
+    EXPECT_LT(*route, *slow);
+    EXPECT_NE(r->body.find("\"http.request\":{\"kind\":\"latency\""), std::string::npos);
     // Theory: the slow site is ~all of the handler's CPU, so +50% is a
     // large gain (the clients share the cores: well under +100%, the
     // ceiling; four handlers on two cores read +264% with per-actor
@@ -364,6 +381,10 @@ SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
     ASSERT_TRUE(last);
     EXPECT_EQ(last->status, 200u);
     EXPECT_EQ(last->body.rfind("startup\ttime=", 0), 0u);
+    // Every line as Coz's viewer reads it; the route's site and points too.
+    EXPECT_EQ(smarm_test::coz_grammar_errors(last->body), "") << last->body;
+    EXPECT_NE(last->body.find("selected=GET /test/causal\t"), std::string::npos);
+    EXPECT_NE(last->body.find("latency-point\tname=http.request\t"), std::string::npos);
     client pub(pub_port);
     pub.send("POST /debug/causal HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
     auto on_public = pub.read();

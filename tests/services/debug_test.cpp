@@ -1,10 +1,17 @@
-// /debug/actors and /debug/tree.
+// /debug/actors and /debug/tree; /debug/causal's parameters and formats.
 
+#include <smarm/causal.hpp>
+#include <smarm/progress.hpp>
 #include <smarm/registry.hpp>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <optional>
+#include <string>
+
 #include <smarm_test/http_client.hpp>
+#include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
 
 using namespace smarm_test;
@@ -42,3 +49,76 @@ TEST(Debug, ActorsJsonNamesRegisteredActorsAndTreeRenders) {
 }
 
 }  // namespace
+
+namespace {
+
+std::optional<reply> post(client& c, const std::string& form, const std::string& extra = {}) {
+    c.send("POST /debug/causal HTTP/1.1\r\nHost: t\r\n" + extra +
+           "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+           std::to_string(form.size()) + "\r\n\r\n" + form);
+    return c.read(false, 30s);
+}
+
+std::size_t count(const std::string& hay, const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
+        ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST(DebugCausal, DurationRankFormatsAndBadParametersByName) {
+    http::router r;
+    services::add_causal_routes(r);
+    with_server({}, std::move(r), [](http::server&, std::uint16_t port) {
+        // A point that moves and a site nobody is in: each window is a
+        // measurement of nothing, which is all the routes need.
+        std::atomic<bool> stop{false};
+        auto ticker = smarm::spawn([&stop] {
+            while (!stop.load()) {
+                SMARM_PROGRESS("debug.tick");
+                smarm::sleep(1ms);
+            }
+        });
+        (void)smarm::causal::register_site("debug.idle");
+        client c(port);
+        auto bad = post(c, "duration=soon");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);
+        EXPECT_NE(bad->body.find("duration=soon"), std::string::npos) << bad->body;
+        bad = post(c, "duration=1s&rounds=2");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);
+        EXPECT_NE(bad->body.find("not both"), std::string::npos) << bad->body;
+        bad = post(c, "sites=debug.idle&format=gnuplot&output=plot.jpg&window_ms=10");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);
+        EXPECT_NE(bad->body.find("output=plot.jpg"), std::string::npos) << bad->body;
+
+        // 240 ms fits four rounds of the two cells, 30 ms a window (20 ms
+        // and the 10 ms cooldown).
+        auto g = post(c,
+                      "sites=debug.idle&speedups=0,50&window_ms=20&duration=240ms"
+                      "&points=debug.tick&rank=debug.tick&format=gnuplot&output=causal.png");
+        ASSERT_TRUE(g);
+        ASSERT_EQ(g->status, 200u) << g->body;
+        EXPECT_NE(g->body.find("set output 'causal.png'"), std::string::npos) << g->body;
+        EXPECT_NE(g->body.find("causal profile: debug.tick"), std::string::npos) << g->body;
+
+        c.send("GET /debug/causal/last HTTP/1.1\r\nHost: t\r\nAccept: application/json\r\n\r\n");
+        auto j = c.read();
+        ASSERT_TRUE(j);
+        EXPECT_EQ(j->header("content-type"), "application/json");
+        // Counted windows per cell (a thin one is repeated, not counted).
+        for (const char* cell : {"{\"site\":\"debug.idle\",\"speedup\":0,\"windows\":4,",
+                                 "{\"site\":\"debug.idle\",\"speedup\":50,\"windows\":4,"})
+            EXPECT_EQ(count(j->body, cell), 1u) << cell << " in " << j->body;
+        auto s = c.get("/debug/causal/last?rank=debug.tick");
+        ASSERT_TRUE(s);
+        EXPECT_EQ(s->body.rfind("== sites ranked by debug.tick", 0), 0u) << s->body;
+        EXPECT_NE(s->body.find("debug.idle"), std::string::npos);
+        stop = true;
+        ticker.join();
+    });
+}

@@ -95,6 +95,24 @@ class site_guard {
     site_id prev_ = 0;
 };
 
+/// While alive, the gen_server calls the calling actor makes are handled
+/// inside `site` on the server's side (the server's own sites nest inside
+/// it): the service half of a registry-routed HTTP route, say. Nests; 0
+/// hands off nothing; outside an actor it does nothing.
+class handoff_guard {
+  public:
+    explicit handoff_guard(site_id site) noexcept;
+    ~handoff_guard();
+    handoff_guard(const handoff_guard&) = delete;
+    handoff_guard& operator=(const handoff_guard&) = delete;
+
+  private:
+    internal::slot* slot_;
+    site_id prev_ = 0;
+};
+/// The site the calling actor's calls are handed to (0: none).
+site_id handoff_site() noexcept;
+
 /// Starts an experiment: samples inside `site` inject `speedup_pct`% of
 /// their interval as delay (0 = a baseline window). Bumps the window epoch.
 /// std::invalid_argument for site 0 or a speedup over 100.
@@ -110,7 +128,8 @@ struct ledger {
     std::uint64_t injected = 0;    ///< added to the global ledger by in-site samples
     std::uint64_t injected_n = 0;  ///< the samples that added it
     std::uint64_t absorbed = 0;    ///< spun off at observation points (cores and actors paying)
-    std::uint64_t forgiven = 0;    ///< waived: idle cores, earlier windows, own debt after a real park
+    std::uint64_t forgiven =
+        0;  ///< waived: idle cores, earlier windows, own debt after a real park
     /// In-site intervals closed by a switch-out (attributed like any
     /// sample: the actor was on-CPU in the site until it left).
     std::uint64_t tail_park = 0;
@@ -237,9 +256,25 @@ struct profile {
 /// site to experiment on; std::logic_error when another run() is active.
 profile run(const plan& p);
 
+/// One site's place in a ranking (rank()).
+struct ranked_site {
+    std::string site;
+    /// Impact on the point at each measured speedup (percent; see
+    /// profile::impact), speedups ascending, 0% left out.
+    std::vector<std::pair<unsigned, std::optional<double>>> impacts;
+    /// What the ranking orders by: the impact at the largest speedup that
+    /// has one (empty when none has).
+    std::optional<double> top() const;
+};
+/// Every site of `pr` ordered by how much making it faster speeds up
+/// `point` (a progress or latency point), most first; sites with no
+/// measurement last.
+std::vector<ranked_site> rank(const profile& pr, const std::string& point);
+
 /// A text table: per site, per point, each speedup's rate and impact, then
-/// the audit ledger per cell and the fidelity note.
-std::string render_summary(const profile& pr);
+/// the audit ledger per cell and the fidelity note. With `rank_by` (a
+/// progress or latency point), a ranking of the sites by it comes first.
+std::string render_summary(const profile& pr, const std::string& rank_by = {});
 /// Coz's profile.coz lines (startup, experiment, throughput-point,
 /// latency-point, runtime), which Coz's viewer plots. Thin windows are left
 /// out, as Coz does.

@@ -32,6 +32,7 @@
 //
 // Thread safety: refs are values; use them from any actor.
 
+#include <smarm/causal.hpp>
 #include <smarm/channel.hpp>
 #include <smarm/detail/call.hpp>
 #include <smarm/registry.hpp>
@@ -64,6 +65,9 @@ class gen_server {
     struct call_msg {
         Call request;
         reply_to<Reply> reply;
+        /// The causal site the caller hands this call's handling to (0:
+        /// none; smarm::causal::handoff_guard).
+        causal::site_id site = 0;
     };
     using envelope = std::variant<call_msg, Cast, Info>;
 
@@ -171,6 +175,9 @@ class gen_server {
                 reply_to<Reply>*& p;
                 ~reset() { p = nullptr; }
             } guard{current_reply_};
+            std::optional<causal::site_guard> in_site;
+            if (c->site != 0) [[unlikely]]
+                in_site.emplace(c->site);
             Reply r = handle_call(std::move(c->request));
             if (!deferred_) (void)c->reply.send(std::move(r));
         } else if (auto* k = std::get_if<1>(&e)) {
@@ -263,7 +270,7 @@ call_result<typename Server::reply_type> call_via(const sender<typename Server::
                                                   std::chrono::nanoseconds timeout) {
     using reply = typename Server::reply_type;
     return call_with_reply<reply>(timeout, [&](reply_to<reply> to) {
-        typename Server::call_msg msg{std::move(request), std::move(to)};
+        typename Server::call_msg msg{std::move(request), std::move(to), causal::handoff_site()};
         return inbox.send(typename Server::envelope(std::move(msg))).ok();
     });
 }

@@ -30,12 +30,13 @@
 // stays below 2^55 ticks (10^6 hits over a 10 s window at 3 GHz is 3e16 of
 // 3.6e16: size windows below that).
 //
-// Thread safety: hit() from anywhere; snapshot() from anywhere.
+// Thread safety: hit(), snapshot() and named() from anywhere.
 
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace smarm {
 
@@ -53,6 +54,14 @@ class progress_point {
 
     /// Every point's count, summed by name.
     static std::map<std::string, std::uint64_t> snapshot();
+
+    /// The point named `name` (copied), made on first use and never
+    /// destroyed: for names known only at run time (an HTTP route's
+    /// pattern). The same name gives the same point, so code rebuilt at run
+    /// time (a router on a listener's restart) keeps counting into it; the
+    /// names must come from a bounded set. Takes a lock: look it up once
+    /// and keep the reference.
+    static progress_point& named(std::string_view name);
 
   private:
     const char* name_;
@@ -91,6 +100,10 @@ class latency_point {
     };
     /// Every latency point, by name.
     static std::map<std::string, totals> snapshot();
+
+    /// The edge `e` of the point named `name` (copied), made on first use
+    /// and never destroyed; as progress_point::named.
+    static latency_point& named(std::string_view name, edge e);
 
     /// What a window between two snapshots says about one point.
     struct window {

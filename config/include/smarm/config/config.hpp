@@ -49,7 +49,7 @@ struct http_settings {
     std::chrono::nanoseconds defer_accept{0};  ///< TCP_DEFER_ACCEPT; 0 = off
     bool access_log = false;
     std::string access_log_file;
-    bool test_routes = false;  ///< /test/throw, admin /test/stop/* (failure tests only)
+    bool test_routes = false;     ///< /test/throw, admin /test/stop/* (failure tests only)
     std::string tls_certificate;  ///< both set: TLS on
     std::string tls_private_key;
 };
@@ -83,6 +83,13 @@ struct workers_settings {
     std::chrono::nanoseconds call_timeout = std::chrono::seconds(10);  ///< else 504
 };
 
+struct causal_settings {
+    /// Causal profiling hooks in the HTTP front end (a site per route, the
+    /// http.requests / per-route progress points, the http.request latency
+    /// point); experiments run only when asked (POST /debug/causal).
+    bool http = false;
+};
+
 struct log_settings {
     std::string level = "info";  ///< trace, debug, info, warn, error, off
 };
@@ -94,6 +101,7 @@ struct settings {
     runtime_settings runtime;
     kv_settings kv;
     workers_settings workers;
+    causal_settings causal;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)
 };

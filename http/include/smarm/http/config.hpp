@@ -64,6 +64,15 @@ struct server_config {
     /// Empty: every request is routed.
     std::function<std::optional<response>(const request&)> authorize;
     std::string server_name = "smarm";  ///< the Server header ("" to omit)
+    /// Causal profiling hooks (smarm/causal.hpp): each route's handler runs
+    /// inside a site named by the route ("GET /kv/{key}") and a
+    /// registry-routed route's service side inside "GET /kv/{key} @kv";
+    /// progress point "http.requests" counts every answered request and one
+    /// named by the route each routed one; latency point "http.request"
+    /// spans a request's first bytes to its response written. Names are
+    /// route patterns, never raw paths. Off by default: the hooks cost a few
+    /// relaxed increments per request, the sites a slot store each.
+    bool causal = false;
     std::optional<tls_config> tls;
     int backlog = 1024;
     /// Linux TCP_DEFER_ACCEPT (nginx's `listen ... deferred`): the kernel

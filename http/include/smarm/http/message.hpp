@@ -62,6 +62,10 @@ class request {
     /// The percent-decoded value of the first query parameter `name`
     /// ("" for a bare `?name`), or nullopt when absent or badly encoded.
     std::optional<std::string> query_param(std::string_view name) const;
+    /// Parameter `name` from an application/x-www-form-urlencoded body
+    /// ('+' decodes to a space there), else from the query (query_param):
+    /// what `curl -d 'a=1&b=2'` and `curl '...?a=1'` both send.
+    std::optional<std::string> form_param(std::string_view name) const;
     /// HTTP version: 10 or 11.
     unsigned version() const noexcept { return version_; }
     /// The first value of header `name`, if present.

@@ -52,7 +52,18 @@ using handler = std::function<response(request&)>;
 struct route_match {
     const handler* target = nullptr;  ///< null: see `status`
     http::status status = http::status::not_found;
-    std::string allow;  ///< for 405: "GET, HEAD, PUT"
+    std::string allow;      ///< for 405: "GET, HEAD, PUT"
+    std::size_t index = 0;  ///< with a target: the route's place in routes()
+};
+
+/// What the router holds about one route (routes()).
+struct route_info {
+    verb method;
+    std::string pattern;
+    /// The registered name a registry-routed route calls ("" for inline).
+    std::string service;
+    /// "GET /kv/{key}": the route's name in logs, metrics and profiles.
+    std::string name() const;
 };
 
 class router {
@@ -71,7 +82,7 @@ class router {
     router& route(verb method, std::string_view pattern, name<typename Server::envelope> n,
                   std::chrono::nanoseconds deadline) {
         std::string text(n.text);
-        return add(method, pattern, [text, deadline](request& req) -> response {
+        return add_routed(method, pattern, text, [text, deadline](request& req) -> response {
             using call_t = typename Server::call_type;
             auto r = smarm::call<Server>(name<typename Server::envelope>(text),
                                          call_t(std::move(req)), deadline);
@@ -86,8 +97,12 @@ class router {
     route_match match(request& req) const;
 
     std::size_t size() const noexcept { return routes_.size(); }
+    /// Every route, in the order added (route_match::index).
+    std::vector<route_info> routes() const;
 
   private:
+    router& add_routed(verb method, std::string_view pattern, std::string service, handler h);
+
     struct segment {
         enum kind_t { literal, param, wildcard } kind;
         std::string text;  // literal text or parameter name
@@ -97,6 +112,7 @@ class router {
         std::string pattern;
         std::vector<segment> segments;
         handler h;
+        std::string service;  ///< registry-routed: the name called
     };
     std::vector<entry> routes_;
     /// Transparent hashing: match looks a path up by string_view.

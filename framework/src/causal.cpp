@@ -30,6 +30,12 @@ namespace {
 
 std::atomic<std::uint64_t> window_start{0};  ///< ticks() at the last begin()
 std::atomic<std::uint32_t> window_epoch{0};  ///< begin() calls so far
+/// Actors waiting on the world outside from inside the selected site, and
+/// the tick up to which their waits have been attributed: the global ledger
+/// grows by pct% of the time they wait, as it passes (at every sample and
+/// at each wait's start and end), so cores busy meanwhile pay as they run.
+std::atomic<std::uint32_t> waiters{0};
+std::atomic<std::uint64_t> wait_mark{0};
 /// The global ledger at the last begin(): debt below it is a past
 /// window's, forgiven at the next sample rather than paid inside this one
 /// (where it would slow the window without being subtracted from it).
@@ -40,6 +46,7 @@ struct counters {
     std::atomic<std::uint64_t> tail_park{0}, tail_park_n{0}, tail_yield{0}, tail_yield_n{0};
     std::atomic<std::uint64_t> discarded{0}, discarded_n{0}, unarmed_n{0};
     std::atomic<std::uint64_t> offcpu{0}, offcpu_n{0};
+    std::atomic<std::uint64_t> outside{0}, outside_n{0};
 };
 counters g;
 
@@ -100,6 +107,22 @@ std::uint64_t attribute(scheduler& s, std::uint64_t interval, std::uint64_t pct)
     return delta;
 }
 
+/// Attributes the in-site waits outside up to `now`.
+void accrue(std::uint64_t now, std::uint64_t pct) noexcept {
+    const std::uint32_t n = waiters.load(std::memory_order_relaxed);
+    std::uint64_t last = wait_mark.load(std::memory_order_relaxed);
+    while (now > last) {
+        if (wait_mark.compare_exchange_weak(last, now, std::memory_order_relaxed)) {
+            if (n == 0 || pct == 0) return;
+            const std::uint64_t d = (now - last) * n * pct / 100;
+            add(global_delay, d);
+            add(g.injected, d);
+            add(g.outside, d);
+            return;
+        }
+    }
+}
+
 /// Delay owed from an earlier window is waived, not paid in this one
 /// (where it would slow the window without being subtracted from it).
 void forgive_old(scheduler& s, slot& sl) noexcept {
@@ -116,16 +139,18 @@ void forgive_old(scheduler& s, slot& sl) noexcept {
 }
 
 /// Closes the in-site interval of the actor on `s` if it is in the target;
-/// a switch-out also counts it in its tail bucket.
-void flush(scheduler& s, slot& sl, std::uint64_t word, std::atomic<std::uint64_t>* tail,
-           std::atomic<std::uint64_t>* tail_n) noexcept {
+/// a switch-out also counts it in its tail bucket. Returns the delay
+/// attributed.
+std::uint64_t flush(scheduler& s, slot& sl, std::uint64_t word, std::atomic<std::uint64_t>* tail,
+                    std::atomic<std::uint64_t>* tail_n) noexcept {
     const selected x = decode(word);
-    if (sl.causal_site != x.site) return;
+    if (sl.causal_site != x.site) return 0;
     const std::uint64_t delta = attribute(s, take_interval(s, ticks()), x.pct);
     if (tail != nullptr && delta != 0) {
         add(*tail, delta);
         add(*tail_n, 1);
     }
+    return delta;
 }
 
 }  // namespace
@@ -134,6 +159,7 @@ void sample(scheduler& s, slot& sl) noexcept {
     const std::uint64_t word = experiment.load(std::memory_order_relaxed);
     if (word == 0) return;
     const selected x = decode(word);
+    if (waiters.load(std::memory_order_relaxed) != 0) accrue(ticks(), x.pct);
     if (sl.causal_site == x.site) (void)attribute(s, take_interval(s, ticks()), x.pct);
     forgive_old(s, sl);
     // The core pays what the other cores' in-site samples added (in-site
@@ -168,23 +194,42 @@ void sample(scheduler& s, slot& sl) noexcept {
 
 void site_exit(scheduler& s, slot& sl) noexcept {
     const std::uint64_t word = experiment.load(std::memory_order_relaxed);
-    if (word != 0) flush(s, sl, word, nullptr, nullptr);
+    if (word != 0) (void)flush(s, sl, word, nullptr, nullptr);
 }
 
 void leaving(scheduler& s, slot& sl, bool park) noexcept {
     const std::uint64_t word = experiment.load(std::memory_order_relaxed);
     if (word == 0) return;
-    flush(s, sl, word, park ? &g.tail_park : &g.tail_yield,
-          park ? &g.tail_park_n : &g.tail_yield_n);
+    const std::uint64_t own = flush(s, sl, word, park ? &g.tail_park : &g.tail_yield,
+                                    park ? &g.tail_park_n : &g.tail_yield_n);
+    // Parking on the world outside: the tail just flushed is its own, not
+    // delay the world skipped while it waits.
+    if (park && sl.causal_external) sl.causal_ext_base += own;
     // A yield (or preemption) in the site leaves the actor runnable: the
     // run-queue wait ahead is wall time in the site that on-CPU
     // attribution skips. Parks are not counted: blocked time is forgiven.
-    if (!park && sl.causal_site == decode(word).site) sl.causal_desched = ticks();
+    if (!park && sl.causal_site == decode(word).site) sl.causal_stamp = ticks();
 }
 
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
     const std::uint64_t now = ticks();
-    if (const std::uint64_t d = std::exchange(sl.causal_desched, 0); d != 0) {
+    const bool external = std::exchange(sl.causal_external, false);
+    const std::uint64_t stamp = std::exchange(sl.causal_stamp, 0);
+    std::uint64_t in_site_wait = 0;  // its own wait's share of the global ledger
+    if (external && after_park) {
+        // A wait on the world outside from inside the site (a blocking-pool
+        // fdatasync, a socket to a database) is the site's own time: if it
+        // were p% faster the wait would be p% shorter. Its share accrued as
+        // it passed (accrue); it is not owed by the waiter itself.
+        const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+        if (word != 0 && stamp != 0 && stamp >= window_start.load(std::memory_order_relaxed)) {
+            const std::uint64_t pct = decode(word).pct;
+            accrue(now, pct);
+            waiters.fetch_sub(1, std::memory_order_relaxed);
+            in_site_wait = now > stamp ? (now - stamp) * pct / 100 : 0;
+            add(g.outside_n, 1);
+        }
+    } else if (const std::uint64_t d = stamp; d != 0) {
         // Counted only within the window that opened the gap (a begin()
         // since moved window_start past it; an end() cleared the word).
         const std::uint64_t word = experiment.load(std::memory_order_relaxed);
@@ -193,7 +238,6 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
             add(g.offcpu_n, 1);
         }
     }
-    const bool external = std::exchange(sl.causal_external, false);
     // Waiting on another actor or a (virtual-time) timer is never penalised:
     // the waker ran in the same slowed timeline, so the actor owes nothing
     // of its own. The world outside did not slow down, so a wait on it
@@ -206,7 +250,9 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
         const std::uint32_t win = window_epoch.load(std::memory_order_relaxed);
         const std::uint64_t from =
             std::max(sl.causal_ext_base, window_base.load(std::memory_order_relaxed));
-        const std::uint64_t now_owed = global_delay.load(std::memory_order_relaxed);
+        // Its own in-site wait is not owed (attributed above).
+        const std::uint64_t g_now = global_delay.load(std::memory_order_relaxed);
+        const std::uint64_t now_owed = g_now > in_site_wait ? g_now - in_site_wait : 0;
         if (sl.causal_debt_window != win) {
             add(g.forgiven, sl.causal_debt);
             sl.causal_debt = 0;
@@ -215,6 +261,23 @@ void resumed(scheduler& s, slot& sl, bool after_park) noexcept {
         if (now_owed > from) sl.causal_debt += now_owed - from;
     }
     s.causal_mark = now;
+}
+
+void wait_begins(slot& sl) noexcept {
+    const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+    if (word == 0 || sl.causal_site != decode(word).site) return;
+    const std::uint64_t now = ticks();
+    accrue(now, decode(word).pct);  // what passed so far is the other waiters'
+    waiters.fetch_add(1, std::memory_order_relaxed);
+    sl.causal_stamp = now;
+}
+
+void wait_abandoned(slot& sl) noexcept {
+    const std::uint64_t stamp = std::exchange(sl.causal_stamp, 0);
+    const std::uint64_t word = experiment.load(std::memory_order_relaxed);
+    if (word == 0 || stamp < window_start.load(std::memory_order_relaxed)) return;
+    accrue(ticks(), decode(word).pct);
+    waiters.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void idle(scheduler& s) noexcept {
@@ -311,6 +374,10 @@ void begin(site_id site, unsigned speedup_pct) {
     (void)ticks_per_ns();  // calibrated before any window, never inside one
     hooks::window_start.store(ticks(), std::memory_order_relaxed);
     hooks::window_epoch.fetch_add(1, std::memory_order_relaxed);
+    // A wait begun in an earlier window is not this one's (its resume sees
+    // a stamp before window_start and leaves the count alone).
+    hooks::waiters.store(0, std::memory_order_relaxed);
+    hooks::wait_mark.store(ticks(), std::memory_order_relaxed);
     // relaxed: read at samples after the experiment word below is seen; a
     // sample that reads a stale base forgives less, once.
     hooks::window_base.store(hooks::global_delay.load(std::memory_order_relaxed),
@@ -332,7 +399,7 @@ ledger ledger::operator-(const ledger& b) const noexcept {
             forgiven - b.forgiven,       tail_park - b.tail_park,       tail_park_n - b.tail_park_n,
             tail_yield - b.tail_yield,   tail_yield_n - b.tail_yield_n, discarded - b.discarded,
             discarded_n - b.discarded_n, unarmed_n - b.unarmed_n,       offcpu - b.offcpu,
-            offcpu_n - b.offcpu_n};
+            offcpu_n - b.offcpu_n,       outside - b.outside,           outside_n - b.outside_n};
 }
 
 ledger totals() noexcept {
@@ -340,7 +407,7 @@ ledger totals() noexcept {
     const auto& c = hooks::g;
     return {r(c.injected),    r(c.injected_n), r(c.absorbed),     r(c.forgiven),  r(c.tail_park),
             r(c.tail_park_n), r(c.tail_yield), r(c.tail_yield_n), r(c.discarded), r(c.discarded_n),
-            r(c.unarmed_n),   r(c.offcpu),     r(c.offcpu_n)};
+            r(c.unarmed_n),   r(c.offcpu),     r(c.offcpu_n),     r(c.outside),   r(c.outside_n)};
 }
 
 std::uint64_t global_delay() noexcept {

@@ -34,6 +34,8 @@ void leaving(scheduler& s, slot& sl, bool park) noexcept;
 void site_exit(scheduler& s, slot& sl) noexcept;
 void resumed(scheduler& s, slot& sl, bool after_park) noexcept;
 void idle(scheduler& s) noexcept;
+void wait_begins(slot& sl) noexcept;
+void wait_abandoned(slot& sl) noexcept;
 
 /// Hooks compiled out (-DSMARM_CAUSAL=OFF) fold to nothing.
 inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
@@ -62,12 +64,21 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
     if (compiled_in) {
         sl.causal_external = true;
         sl.causal_ext_base = global_delay.load(std::memory_order_relaxed);
+        sl.causal_stamp = 0;
+        // In the selected site, the wait is the site's time (wait_begins).
+        if (experiment.load(std::memory_order_relaxed) != 0) [[unlikely]]
+            wait_begins(sl);
     }
 }
 /// The external wait is over (whether or not it parked or an experiment
 /// ran): a later park on an actor is forgiven again.
 [[gnu::always_inline]] inline void end_external_wait(slot& sl) noexcept {
-    if (compiled_in) sl.causal_external = false;
+    if (compiled_in) {
+        sl.causal_external = false;
+        // A wait that never parked was not resumed: it stops counting here.
+        if (sl.causal_stamp != 0) [[unlikely]]
+            wait_abandoned(sl);
+    }
 }
 /// `s` found nothing to run: an idle core would idle in the sped-up
 /// program too, so the delay accrued meanwhile is forgiven (its next work

@@ -84,32 +84,40 @@ std::vector<ranked_site> rank(const profile& pr, const std::string& point) {
     return out;
 }
 
+std::string render_ranking(const profile& pr, const std::string& point) {
+    std::ostringstream o;
+    const auto ranked = rank(pr, point);
+    std::set<unsigned> speedups;
+    bool latency = false;
+    for (const auto& c : pr.cells())
+        latency = latency || c.latency.count(point) != 0;
+    for (const auto& r : ranked)
+        for (const auto& [pct, im] : r.impacts)
+            speedups.insert(pct);
+    o << "== sites ranked by " << point
+      << (latency ? " (mean latency shorter by" : " (throughput higher by")
+      << ", when the site is made faster by) ==\n      ";
+    for (unsigned pct : speedups)
+        o << fmt("  %7.0f%%", pct);
+    o << "  site\n";
+    unsigned place = 0;
+    for (const auto& r : ranked) {
+        o << fmt("  %3.0f.", ++place);
+        for (unsigned pct : speedups) {
+            auto it = std::find_if(r.impacts.begin(), r.impacts.end(),
+                                   [pct](const auto& e) { return e.first == pct; });
+            o << (it != r.impacts.end() && it->second ? fmt("  %+7.1f%%", *it->second)
+                                                      : std::string("       n/a"));
+        }
+        o << "  " << r.site << "\n";
+    }
+    return o.str();
+}
+
 std::string render_summary(const profile& pr, const std::string& rank_by) {
     std::ostringstream o;
     const auto cells = pr.cells();
-    if (!rank_by.empty()) {
-        const auto ranked = rank(pr, rank_by);
-        std::set<unsigned> speedups;
-        for (const auto& r : ranked)
-            for (const auto& [pct, im] : r.impacts)
-                speedups.insert(pct);
-        o << "== sites ranked by " << rank_by
-          << " (program speedup when the site is made faster by) ==\n      ";
-        for (unsigned pct : speedups)
-            o << fmt("  %7.0f%%", pct);
-        o << "  site\n";
-        unsigned place = 0;
-        for (const auto& r : ranked) {
-            o << fmt("  %3.0f.", ++place);
-            for (unsigned pct : speedups) {
-                auto it = std::find_if(r.impacts.begin(), r.impacts.end(),
-                                       [pct](const auto& e) { return e.first == pct; });
-                o << (it != r.impacts.end() && it->second ? fmt("  %+7.1f%%", *it->second)
-                                                          : std::string("       n/a"));
-            }
-            o << "  " << r.site << "\n";
-        }
-    }
+    if (!rank_by.empty()) o << render_ranking(pr, rank_by);
     std::size_t thin = 0;
     std::chrono::nanoseconds total{0};
     for (const window& w : pr.windows) {
@@ -155,26 +163,27 @@ std::string render_summary(const profile& pr, const std::string& rank_by) {
     }
     o << "== where the delay went (ms; n = count) ==\n"
          "site                 speedup  injected  absorbed  forgiven  tail-park/n    "
-         "tail-yield/n   off-cpu/n      discarded/n  unarmed\n";
+         "tail-yield/n   off-cpu/n    outside/n      discarded/n  unarmed\n";
     for (const window& w : pr.windows) {
         const ledger& a = w.audit;
         char b[256];
         std::snprintf(b, sizeof b,
                       "%-20s %6u%%%s %9.1f %9.1f %9.1f %8.2f/%-6llu %8.2f/%-6llu %8.2f/%-6llu "
-                      "%7.2f/%-4llu %llu\n",
+                      "%8.2f/%-6llu %7.2f/%-4llu %llu\n",
                       w.site.c_str(), w.speedup, w.thin ? "*" : " ", ms(a.injected), ms(a.absorbed),
                       ms(a.forgiven), ms(a.tail_park),
                       static_cast<unsigned long long>(a.tail_park_n), ms(a.tail_yield),
                       static_cast<unsigned long long>(a.tail_yield_n), ms(a.offcpu),
-                      static_cast<unsigned long long>(a.offcpu_n), ms(a.discarded),
+                      static_cast<unsigned long long>(a.offcpu_n), ms(a.outside),
+                      static_cast<unsigned long long>(a.outside_n), ms(a.discarded),
                       static_cast<unsigned long long>(a.discarded_n),
                       static_cast<unsigned long long>(a.unarmed_n));
         o << b;
     }
     if (thin != 0) o << "(* thin window: a point saw too few visits; not counted)\n";
-    o << "note: a site's time counts while its actors run on a CPU; time they wait in the run\n"
-         "queue or on IO is not shrunk by faster code, so impacts are lower bounds (rankings "
-         "hold).\n"
+    o << "note: a site's time counts while its actors run on a CPU or wait, inside it, on the\n"
+         "world outside (IO, the blocking pool: outside/n); run-queue waits are not shrunk by\n"
+         "faster code, so impacts are lower bounds (rankings hold).\n"
          "off-cpu is that run-queue wait after a yield inside the site, at the speedup's "
          "share (measured, not injected).\n";
     return o.str();
@@ -240,7 +249,8 @@ std::string render_json(const profile& pr) {
           << ",\"tail_park_n\":" << a.tail_park_n
           << ",\"tail_yield\":" << num(ticks_to_ns(a.tail_yield))
           << ",\"tail_yield_n\":" << a.tail_yield_n << ",\"offcpu\":" << num(ticks_to_ns(a.offcpu))
-          << ",\"offcpu_n\":" << a.offcpu_n << ",\"discarded\":" << num(ticks_to_ns(a.discarded))
+          << ",\"offcpu_n\":" << a.offcpu_n << ",\"outside\":" << num(ticks_to_ns(a.outside))
+          << ",\"outside_n\":" << a.outside_n << ",\"discarded\":" << num(ticks_to_ns(a.discarded))
           << ",\"discarded_n\":" << a.discarded_n << ",\"unarmed_n\":" << a.unarmed_n << "}}";
     }
     o << "],\"cells\":[";

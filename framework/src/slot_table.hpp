@@ -114,9 +114,11 @@ struct alignas(64) slot {
     std::uint32_t causal_debt_window = 0;  ///< the window (its epoch) the debt is from
     std::uint64_t causal_ext_base = 0;     ///< the global ledger when that wait began
     std::uint64_t causal_debt = 0;         ///< ticks owed by this actor itself
-    /// Tick at which the actor yielded inside the experiment's site (0:
-    /// none): its runnable wait is counted, not attributed, at resume.
-    std::uint64_t causal_desched = 0;
+    /// A tick read at the switch-out, consumed at resume (0: none): with
+    /// causal_external, when the wait on the world outside began (an
+    /// in-site one is attributed); else when the actor yielded inside the
+    /// experiment's site (its runnable wait is counted, not attributed).
+    std::uint64_t causal_stamp = 0;
 
     /// How the actor ended (written by the actor before it finishes).
     exit_kind end_kind() const noexcept { return static_cast<exit_kind>(end_kind_); }

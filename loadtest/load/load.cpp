@@ -543,6 +543,17 @@ void write_plot(const report& r, const std::string& file, const std::string& tit
           << "set xlabel 'percentile'\nset ylabel 'latency (ms)'\nset grid\n"
           << "plot '" << data << "' using 1:3 with lines lw 2 title 'latency'\n";
     }
+    struct remove_after {
+        const std::string &data, &script;
+        ~remove_after() {
+            std::remove(data.c_str());
+            std::remove(script.c_str());
+        }
+    } const gone{data, script};
+    run_gnuplot(script);
+}
+
+void run_gnuplot(const std::string& script) {
     const std::string cmd = "gnuplot '" + script + "' 2>&1";
     FILE* pipe = ::popen(cmd.c_str(), "r");
     if (pipe == nullptr) throw std::runtime_error("plot: cannot run gnuplot");
@@ -551,8 +562,6 @@ void write_plot(const report& r, const std::string& file, const std::string& tit
     while (std::fgets(b, sizeof b, pipe) != nullptr)
         out += b;
     const int rc = ::pclose(pipe);
-    std::remove(data.c_str());
-    std::remove(script.c_str());
     if (rc != 0)
         throw std::runtime_error("plot: gnuplot failed (is gnuplot-nox installed?)" +
                                  (out.empty() ? std::string() : ": " + out));

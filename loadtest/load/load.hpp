@@ -86,5 +86,8 @@ std::string format_json(const options& o, const report& r);
 /// file's extension. Throws std::runtime_error when gnuplot is missing or
 /// fails.
 void write_plot(const report& r, const std::string& file, const std::string& title);
+/// Runs gnuplot on the script file `script`; std::runtime_error with its
+/// output when it fails or is missing.
+void run_gnuplot(const std::string& script);
 
 }  // namespace smarm::load

@@ -3,6 +3,8 @@
 //
 //   smarm-load http://127.0.0.1:8080/plaintext -c 64 -t 2 -d 10s
 //   smarm-load http://127.0.0.1:8080/ --scenario kv.yaml --rate 20000 --json out.json
+//   smarm-load http://127.0.0.1:8080/ --scenario kv.yaml -d 60s
+//       --causal http://127.0.0.1:9090 --causal-plot causal.svg
 //
 // Exit status: 0 when the run completed (errors are reported, not fatal),
 // 2 for bad arguments or an unreadable scenario, 1 when the run could not
@@ -16,9 +18,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
+#include "causal.hpp"
 #include "load.hpp"
 
 namespace load = smarm::load;
@@ -70,6 +74,36 @@ int main(int argc, char** argv) {
                    "write a latency-by-percentile plot (.png or .svg; "
                    "needs gnuplot)");
     app.add_flag("-q,--quiet", quiet, "no progress line");
+    // --causal: the server's own causal profile of this load.
+    std::string causal_url, causal_window = "500ms";
+    load::causal_options co;
+    if (const char* t = std::getenv("SMARM_ADMIN_TOKEN")) co.token = t;
+    auto* causal_opt = app.add_option(
+        "--causal", causal_url,
+        "also ask the server for a causal profile of this load: its admin listener, "
+        "http://host:port (smarm-server with causal.http: true); prints the sites ranked "
+        "by throughput and latency, writes --causal-coz and --causal-plot");
+    app.add_option("--causal-sites", co.sites, "sites to profile, a,b (default: all)")
+        ->needs(causal_opt);
+    app.add_option("--causal-speedups", co.speedups, "percent, with 0 (default 0,25,50)")
+        ->needs(causal_opt);
+    app.add_option("--causal-window", causal_window, "experiment window (default 500ms)")
+        ->needs(causal_opt);
+    app.add_option("--causal-point", co.throughput_point,
+                   "progress point to rank by (default http.requests)")
+        ->needs(causal_opt);
+    app.add_option("--causal-latency-point", co.latency_point,
+                   "latency point to rank by (default http.request)")
+        ->needs(causal_opt);
+    app.add_option("--causal-coz", co.coz_file,
+                   "write the profile for Coz's viewer here (default profile.coz; \"\": not)")
+        ->needs(causal_opt);
+    app.add_option("--causal-plot", co.plot_file,
+                   "draw the speedup curves per site (.png or .svg; needs gnuplot)")
+        ->needs(causal_opt);
+    app.add_option("--causal-token", co.token,
+                   "the admin listener's bearer token (default: $SMARM_ADMIN_TOKEN)")
+        ->needs(causal_opt);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -95,6 +129,21 @@ int main(int argc, char** argv) {
         }
         o.mix = scenario_file.empty() ? load::scenario::single(method, o.to.path, body, hs)
                                       : load::scenario::from_file(scenario_file);
+        if (!causal_url.empty()) {
+            co.admin = load::parse_url(causal_url);
+            co.window = std::chrono::duration_cast<std::chrono::milliseconds>(
+                duration_arg("--causal-window", causal_window));
+            if (co.window < std::chrono::milliseconds(10))
+                throw std::invalid_argument("--causal-window must be at least 10ms");
+            // The profile spans the measured time less a second for its
+            // reply, so every window sees the load.
+            if (o.duration < std::chrono::seconds(3))
+                throw std::invalid_argument("--causal needs --duration of 3s or more");
+            if (!co.plot_file.ends_with(".png") && !co.plot_file.ends_with(".svg") &&
+                !co.plot_file.empty())
+                throw std::invalid_argument("--causal-plot \"" + co.plot_file +
+                                            "\": use a .png or .svg name");
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smarm-load: %s\n", e.what());
         return 2;
@@ -112,17 +161,49 @@ int main(int argc, char** argv) {
         };
 
     load::report r;
+    load::causal_report cr;
+    std::string causal_error;
     try {
         smarm::runtime_config rc;
         rc.schedulers = threads;
         smarm::runtime rt(rc);
-        rt.run([&] { r = load::run(o); });
+        rt.run([&] {
+            smarm::join_handle profiler;
+            if (!causal_url.empty())
+                profiler = smarm::spawn([&] {
+                    try {
+                        smarm::sleep(o.warmup);
+                        cr = load::profile_server(co, o.duration - std::chrono::seconds(1));
+                    } catch (const std::exception& e) {
+                        causal_error = e.what();
+                    }
+                });
+            r = load::run(o);
+            if (profiler.joinable()) profiler.join();
+        });
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%ssmarm-load: %s\n", !quiet && tty ? "\n" : "", e.what());
         return 1;
     }
     if (!quiet && tty) std::fputs("\n", stderr);
     std::fputs(load::format_report(o, r).c_str(), stdout);
+    if (!causal_url.empty()) {
+        if (!causal_error.empty()) {
+            std::fprintf(stderr, "smarm-load: %s\n", causal_error.c_str());
+            return 1;
+        }
+        std::printf("\ncausal profile of this load, from %s:\n%s", causal_url.c_str(),
+                    cr.rankings.c_str());
+        try {
+            load::write_causal_files(co, cr);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "smarm-load: %s\n", e.what());
+            return 1;
+        }
+        if (!co.coz_file.empty())
+            std::printf("wrote %s (Coz's viewer reads it)\n", co.coz_file.c_str());
+        if (!co.plot_file.empty()) std::printf("wrote %s\n", co.plot_file.c_str());
+    }
     if (!json_out.empty()) {
         auto j = load::format_json(o, r);
         if (json_out == "-") {

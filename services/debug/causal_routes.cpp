@@ -8,6 +8,7 @@
 
 #include <smarm/causal.hpp>
 #include <smarm/config/config.hpp>
+#include <smarm/progress.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -99,7 +100,18 @@ causal::plan plan_from(const http::request& q) {
     if (auto v = q.form_param("rounds")) p.rounds = number("rounds", *v, 1, 100);
     if (auto v = q.form_param("experiments")) p.experiments = number("experiments", *v, 1, 10'000);
     if (auto v = q.form_param("sites")) p.sites = split(*v);
-    if (auto v = q.form_param("points")) p.points = split(*v);
+    if (auto v = q.form_param("points")) {
+        // A live process has hit its points by now; one that does not
+        // exist would leave every window thin (doubling to max_window).
+        p.points = split(*v);
+        const auto progress = progress_point::snapshot();
+        const auto latency = latency_point::snapshot();
+        for (const auto& n : p.points)
+            if (!progress.count(n) && !latency.count(n))
+                throw bad_parameter("points=" + n +
+                                    ": no such progress or latency point (the http.* points "
+                                    "need causal.http: true)");
+    }
     if (auto v = q.form_param("duration")) {
         // As many windows as fit: rounds of the sweep, or experiments.
         const auto len = duration(*v);
@@ -111,8 +123,17 @@ causal::plan plan_from(const http::request& q) {
         if (sweep) {
             const auto cells = static_cast<long>(std::max<std::size_t>(1, site_count(p)) *
                                                  std::max<std::size_t>(1, p.speedups.size()));
+            if (len < per * cells)
+                throw bad_parameter("duration=" + *v + ": shorter than one round (" +
+                                    std::to_string(cells) + " cells of " +
+                                    std::to_string(per.count()) +
+                                    " ms); lengthen it, or give fewer sites, speedups or a "
+                                    "shorter window_ms");
             p.rounds = static_cast<unsigned>(std::clamp<long>(len / (per * cells), 1, 100));
         } else {
+            if (len < per)
+                throw bad_parameter("duration=" + *v + ": shorter than one window (" +
+                                    std::to_string(per.count()) + " ms)");
             p.experiments = static_cast<unsigned>(std::clamp<long>(len / per, 1, 10'000));
         }
     }
@@ -141,10 +162,21 @@ std::string format_of(const http::request& q) {
 
 http::response render(const causal::profile& pr, const http::request& q) {
     const std::string f = format_of(q);
-    const std::string rank_by = q.form_param("rank").value_or("");
+    // rank=a,b: a ranking per point; the summary and the plot take the first.
+    const auto rank_list = split(q.form_param("rank").value_or(""));
+    const std::string rank_by = rank_list.empty() ? std::string() : rank_list.front();
     if (f == "summary")
         return http::response(http::status::ok, causal::render_summary(pr, rank_by),
                               "text/plain; charset=utf-8");
+    if (f == "ranking") {
+        if (rank_list.empty())
+            return http::response(http::status::bad_request,
+                                  "format=ranking: name the points in rank=a,b\n");
+        std::string text;
+        for (const auto& point : rank_list)
+            text += causal::render_ranking(pr, point);
+        return http::response(http::status::ok, std::move(text), "text/plain; charset=utf-8");
+    }
     if (f == "json")
         return http::response(http::status::ok, causal::render_json(pr), "application/json");
     if (f == "coz")
@@ -162,7 +194,7 @@ http::response render(const causal::profile& pr, const http::request& q) {
         }
     }
     return http::response(http::status::bad_request,
-                          "format=" + f + ": want summary, json, coz or gnuplot\n");
+                          "format=" + f + ": want summary, ranking, json, coz or gnuplot\n");
 }
 
 }  // namespace

@@ -3,14 +3,16 @@
 //
 //   POST /debug/causal?speedups=0,25,50&window_ms=500&rounds=1&sites=a,b
 //                     &points=p&mode=sweep|randomized&experiments=40
-//                     &duration=30s&rank=point&format=summary|json|coz|gnuplot
+//                     &duration=30s&rank=a,b&format=summary|ranking|json|coz|gnuplot
 //       runs the experiments while the process serves its traffic and
 //       answers with the profile (200). The parameters come from the query
 //       or an application/x-www-form-urlencoded body (curl -d; the body
 //       wins). `duration` fits as many sweep rounds (or randomized
 //       experiments) as it holds, instead of `rounds` (`experiments`).
-//       `rank` orders the summary's sites by a progress or latency point
-//       (and picks the gnuplot script's point). The format is `format`, or
+//       `rank` orders sites by progress or latency points: the summary
+//       opens with the first's ranking, `ranking` is every point's ranking
+//       alone, the gnuplot script plots the first. A `duration` shorter
+//       than one round (one window, randomized) is refused. The format is `format`, or
 //       JSON when Accept asks for application/json first, or the summary;
 //       gnuplot is a script drawing to `output` (.png or .svg). 409 while
 //       another run is active (the body names it), 400 naming the bad

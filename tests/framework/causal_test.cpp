@@ -269,6 +269,49 @@ SMARM_TEST(Causal, AWaitOnIoOwesTheDelayAWaitOnAnActorDoesNot) {
     ::close(fds[1]);
 }
 
+SMARM_TEST(Causal, AWaitOnTheWorldOutsideInsideTheSiteIsTheSitesTime) {
+    // 20 ms on a pipe inside the site at 50%: at least 10 ms attributed
+    // ("if that IO were 50% faster"), credited to the core, not owed by the
+    // waiter; the same wait on an actor inside the site attributes nothing.
+    const auto site = causal::register_site("waits_outside");
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    causal::begin(site, 50);
+    auto before = causal::totals();
+    {
+        auto g = SMARM_CAUSAL_SITE("waits_outside");
+        std::thread world([&] {
+            std::this_thread::sleep_for(20ms);
+            ASSERT_EQ(::write(fds[1], "x", 1), 1);
+        });
+        (void)smarm::wait_readable(fds[0]);
+        world.join();
+        EXPECT_EQ(causal::my_debt(), 0u);  // nobody else injected
+    }
+    auto d = causal::totals() - before;
+    EXPECT_EQ(d.outside_n + d.discarded_n, 1u);
+    EXPECT_GE(ms(d.outside + d.discarded), 10.0 * 0.999);
+    EXPECT_GE(d.injected, d.outside);
+
+    auto [tx, rx] = smarm::channel<int>();
+    auto h = smarm::spawn([tx = std::move(tx)]() mutable {
+        smarm::sleep(20ms);
+        (void)tx.send(1);
+    });
+    before = causal::totals();
+    {
+        auto g = SMARM_CAUSAL_SITE("waits_outside");
+        (void)rx.recv();  // an actor of the same timeline
+    }
+    d = causal::totals() - before;
+    causal::end();
+    h.join();
+    EXPECT_EQ(d.outside_n, 0u);
+    EXPECT_LT(ms(d.injected), 5.0);
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
 SMARM_TEST(Causal, AnIoWaitOverLeavesNoMarkOnTheNextPark) {
     // The IO wait ends while no experiment runs; the actor's next park, on
     // an actor, must still owe nothing.

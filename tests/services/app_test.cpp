@@ -338,7 +338,7 @@ SMARM_TEST(App, ALiveCausalProfileRanksTheSlowSiteFirst) {
     // The plan in a form body, as curl -d sends it; ranked by the front
     // end's own progress point.
     const std::string form =
-        "sites=test.slow,test.fast,GET+/test/causal&speedups=0,50&window_ms=300"
+        "sites=test.slow,test.fast,GET+/test/causal&speedups=0,50&window_ms=300&rounds=2"
         "&points=http.requests&format=json";
     adm.send(
         "POST /debug/causal HTTP/1.1\r\nHost: t\r\n"

@@ -114,6 +114,19 @@ TEST(DebugCausal, DurationRankFormatsAndBadParametersByName) {
         for (const char* cell : {"{\"site\":\"debug.idle\",\"speedup\":0,\"windows\":4,",
                                  "{\"site\":\"debug.idle\",\"speedup\":50,\"windows\":4,"})
             EXPECT_EQ(count(j->body, cell), 1u) << cell << " in " << j->body;
+        bad = post(c, "sites=debug.idle&points=http.requests");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);  // no causal.http here
+        EXPECT_NE(bad->body.find("points=http.requests"), std::string::npos) << bad->body;
+        bad = post(c, "sites=debug.idle&speedups=0,50&window_ms=100&duration=150ms");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);  // two cells of 110 ms do not fit
+        EXPECT_NE(bad->body.find("shorter than one round"), std::string::npos) << bad->body;
+        auto k = c.get("/debug/causal/last?format=ranking&rank=debug.tick");
+        ASSERT_TRUE(k);
+        EXPECT_EQ(k->body.rfind("== sites ranked by debug.tick (throughput higher by", 0), 0u)
+            << k->body;
+        EXPECT_EQ(c.get("/debug/causal/last?format=ranking")->status, 400u);
         auto s = c.get("/debug/causal/last?rank=debug.tick");
         ASSERT_TRUE(s);
         EXPECT_EQ(s->body.rfind("== sites ranked by debug.tick", 0), 0u) << s->body;

@@ -144,6 +144,11 @@ struct ledger {
     /// wall time rather than on-CPU time would have added).
     std::uint64_t offcpu = 0;
     std::uint64_t offcpu_n = 0;
+    /// Waits on the world outside (IO readiness, a blocking-pool job) made
+    /// inside the site, at the speedup's share: attributed (part of
+    /// `injected`), as if the outside work were that much faster.
+    std::uint64_t outside = 0;
+    std::uint64_t outside_n = 0;
     ledger operator-(const ledger& before) const noexcept;
 };
 ledger totals() noexcept;
@@ -270,6 +275,10 @@ struct ranked_site {
 /// `point` (a progress or latency point), most first; sites with no
 /// measurement last.
 std::vector<ranked_site> rank(const profile& pr, const std::string& point);
+
+/// The ranking as a text table: a line per site, its impact on `point` at
+/// each speedup (for a latency point: how much shorter the mean latency).
+std::string render_ranking(const profile& pr, const std::string& point);
 
 /// A text table: per site, per point, each speedup's rate and impact, then
 /// the audit ledger per cell and the fidelity note. With `rank_by` (a

@@ -1,10 +1,15 @@
 // The causal profiler's runtime half (include/smarm/causal.hpp): site
-// registration, the experiment word, sampling, debt payment, forgiveness.
+// registration, the experiment word, sampling, in-site waits outside,
+// debt payment (per core, and an actor's own), forgiveness.
 //
 // Orderings: every atomic here is relaxed. The experiment word and the
 // ledgers publish no other data; a scheduler that sees a window begin or
 // end a little late samples or pays a little late, which the window's
-// length absorbs (the controller reads totals after end()).
+// length absorbs (the controller reads totals after end()). The in-site
+// waits' accrual (accrue) moves wait_mark forward by CAS, so each stretch
+// of time is attributed once whichever scheduler gets there first; the
+// waiter count read beside it may be a change behind, an error of one
+// stretch between two samples.
 
 #include "causal.hpp"
 

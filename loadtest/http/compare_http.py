@@ -28,32 +28,19 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from peerlib import ROOT, go_build  # noqa: E402
+from peerlib import ROOT, go_build, wait_port  # noqa: E402
 
 LOADS = {
     "ka_t1_c64": ["-t1", "-c64"],
     "ka_t2_c256": ["-t2", "-c256"],
     "close_t2_c32": ["-t2", "-c32", "-H", "Connection: close"],
 }
-
-
-def wait_port(port, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def start_servers(build, tmp):

@@ -83,27 +83,22 @@ int main(int argc, char** argv) {
         "also ask the server for a causal profile of this load: its admin listener, "
         "http://host:port (smarm-server with causal.http: true); prints the sites ranked "
         "by throughput and latency, writes --causal-coz and --causal-plot");
-    app.add_option("--causal-sites", co.sites, "sites to profile, a,b (default: all)")
-        ->needs(causal_opt);
-    app.add_option("--causal-speedups", co.speedups, "percent, with 0 (default 0,25,50)")
-        ->needs(causal_opt);
-    app.add_option("--causal-window", causal_window, "experiment window (default 500ms)")
-        ->needs(causal_opt);
-    app.add_option("--causal-point", co.throughput_point,
-                   "progress point to rank by (default http.requests)")
-        ->needs(causal_opt);
-    app.add_option("--causal-latency-point", co.latency_point,
-                   "latency point to rank by (default http.request)")
-        ->needs(causal_opt);
-    app.add_option("--causal-coz", co.coz_file,
-                   "write the profile for Coz's viewer here (default profile.coz; \"\": not)")
-        ->needs(causal_opt);
-    app.add_option("--causal-plot", co.plot_file,
-                   "draw the speedup curves per site (.png or .svg; needs gnuplot)")
-        ->needs(causal_opt);
-    app.add_option("--causal-token", co.token,
-                   "the admin listener's bearer token (default: $SMARM_ADMIN_TOKEN)")
-        ->needs(causal_opt);
+    auto causal_flag = [&](const char* name, std::string& into, const char* help) {
+        app.add_option(name, into, help)->needs(causal_opt);
+    };
+    causal_flag("--causal-sites", co.sites, "sites to profile, a,b (default: all)");
+    causal_flag("--causal-speedups", co.speedups, "percent, with 0 (default 0,25,50)");
+    causal_flag("--causal-window", causal_window, "experiment window (default 500ms)");
+    causal_flag("--causal-point", co.throughput_point,
+                "progress point to rank by (default http.requests)");
+    causal_flag("--causal-latency-point", co.latency_point,
+                "latency point to rank by (default http.request)");
+    causal_flag("--causal-coz", co.coz_file,
+                "write the profile for Coz's viewer here (default profile.coz; \"\": not)");
+    causal_flag("--causal-plot", co.plot_file,
+                "draw the speedup curves per site (.png or .svg; needs gnuplot)");
+    causal_flag("--causal-token", co.token,
+                "the admin listener's bearer token (default: $SMARM_ADMIN_TOKEN)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -270,27 +270,36 @@ SMARM_TEST(Causal, AWaitOnIoOwesTheDelayAWaitOnAnActorDoesNot) {
 }
 
 SMARM_TEST(Causal, AWaitOnTheWorldOutsideInsideTheSiteIsTheSitesTime) {
-    // 20 ms on a pipe inside the site at 50%: at least 10 ms attributed
-    // ("if that IO were 50% faster"), credited to the core, not owed by the
-    // waiter; the same wait on an actor inside the site attributes nothing.
+    // ~20 ms on a pipe inside the site at 50%: half of it attributed ("if
+    // that IO were 50% faster"), as it passes, and not owed by the waiter;
+    // the same wait on an actor inside the site attributes nothing.
     const auto site = causal::register_site("waits_outside");
     int fds[2];
     ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
     causal::begin(site, 50);
     auto before = causal::totals();
+    double waited_ms = 0;
     {
         auto g = SMARM_CAUSAL_SITE("waits_outside");
         std::thread world([&] {
             std::this_thread::sleep_for(20ms);
             ASSERT_EQ(::write(fds[1], "x", 1), 1);
         });
+        const auto t0 = std::chrono::steady_clock::now();
         (void)smarm::wait_readable(fds[0]);
+        waited_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         world.join();
         EXPECT_EQ(causal::my_debt(), 0u);  // nobody else injected
     }
     auto d = causal::totals() - before;
-    EXPECT_EQ(d.outside_n + d.discarded_n, 1u);
-    EXPECT_GE(ms(d.outside + d.discarded), 10.0 * 0.999);
+    EXPECT_EQ(d.outside_n, 1u);
+    // Half the wait as measured around it, less what entering and leaving
+    // the wait took (a millisecond is generous, sanitizers included).
+    ASSERT_GT(waited_ms, 10.0);
+    EXPECT_GE(ms(d.outside), 0.5 * (waited_ms - 1.0));
+    EXPECT_LE(ms(d.outside), 0.5 * waited_ms);
     EXPECT_GE(d.injected, d.outside);
 
     auto [tx, rx] = smarm::channel<int>();

@@ -2,17 +2,18 @@
 """What causal profiling costs smarm-server: causal.http on vs off with no
 experiment running, and the throughput during an experiment.
 
-Starts two smarm-server processes from one binary (default config: a
-scheduler per core, kv in memory), A with causal.http false and B with it
-true, and runs each scenario with smarm-load against A and B in interleaved
-rounds (the order alternates per round). A third run per round loads B while
-POST /debug/causal runs on its admin listener over the same interval. Per
+Runs each scenario with smarm-load against a fresh smarm-server (default
+config but --schedulers, kv in memory) with causal.http false (A), with
+it true (B), and with it true while POST /debug/causal runs on its admin
+listener over the same interval (B+exp), in interleaved rounds (the order
+reverses every other round). Per
 round it records req/s and the server's CPU per request (utime + stime from
 /proc, over the requests answered); prints ratios B/A and experiment/B as
 median (min..max) over the rounds.
 
 Usage: loadtest/causal/overhead.py [--build build/release] [--rounds 6]
                                    [--duration 6] [--scenarios plaintext,kv]
+                                   [--schedulers 1]
 """
 import argparse
 import json
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -33,7 +35,7 @@ SCENARIOS = {
     "kv": (["/", "-t", "1", "-c", "64", "-s", os.path.join(SCEN, "kv-90-10.yaml")],
            "kv.map,GET /kv/{key},GET /kv/{key} @kv,PUT /kv/{key} @kv"),
 }
-PORTS = {"A": (18200, 18201), "B": (18210, 18211)}
+PORTS = {"A": (18200, 18201)}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -61,13 +63,16 @@ def measure(load_bin, proc, port, scenario, duration, experiment_on=None):
     result = {}
 
     def profile():
-        form = ("sites=%s&speedups=0,25,50&window_ms=200&duration=%dms&format=ranking"
+        form = ("sites=%s&speedups=0,50&window_ms=100&duration=%dms&format=ranking"
                 "&rank=http.requests" % (experiment_on[1].replace(" ", "+").replace("{", "%7B")
                                          .replace("}", "%7D").replace("@", "%40"),
                                          (duration - 1) * 1000))
         req = urllib.request.Request("http://127.0.0.1:%d/debug/causal" % experiment_on[0],
                                      data=form.encode(), method="POST")
-        result["profile"] = urllib.request.urlopen(req, timeout=duration * 4 + 30).read().decode()
+        try:
+            result["profile"] = urllib.request.urlopen(req, timeout=duration * 4 + 30).read().decode()
+        except urllib.error.HTTPError as e:
+            result["error"] = "POST /debug/causal: %d %s" % (e.code, e.read().decode())
 
     t = None
     c0 = cpu_seconds(proc.pid)
@@ -79,6 +84,8 @@ def measure(load_bin, proc, port, scenario, duration, experiment_on=None):
     c1 = cpu_seconds(proc.pid)
     if t:
         t.join()
+        if "error" in result or "profile" not in result:
+            raise RuntimeError(result.get("error", "the profile request failed"))
     # The CPU interval includes the warm-up's requests: count them too.
     answered = r["requests"] * (duration + 1) / duration
     return {"rps": r["rate"], "cpu_us": (c1 - c0) * 1e6 / answered,
@@ -95,37 +102,44 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--duration", type=int, default=6)
     ap.add_argument("--scenarios", default="plaintext,kv")
+    ap.add_argument("--schedulers", type=int, default=1,
+                    help="the server's (default 1: with the load generator on the same two "
+                         "cores, two read ±20%% run to run)")
     a = ap.parse_args()
     server = os.path.join(a.build, "services", "smarm-server")
     load_bin = os.path.join(a.build, "loadtest", "load", "smarm-load")
     base = ["--config", os.path.join(ROOT, "config", "smarm.yaml"), "--http.host=127.0.0.1",
-            "--log.level=warn"]
-    procs = {}
-    for name, causal in (("A", "false"), ("B", "true")):
-        port, admin = PORTS[name]
-        procs[name] = subprocess.Popen([server, *base, f"--http.port={port}",
-                                        f"--admin.port={admin}", f"--causal.http={causal}"])
+            "--log.level=warn", f"--runtime.schedulers={a.schedulers}"]
+    # A fresh server per measurement: two long-lived processes read 11%
+    # apart with the same settings (placement, not the hooks).
+    def fresh(causal):
+        port, admin = PORTS["A"]
+        p = subprocess.Popen([server, *base, f"--http.port={port}", f"--admin.port={admin}",
+                              f"--causal.http={causal}"])
         if not wait_port(port) or not wait_port(admin):
-            sys.exit(f"server {name} did not start")
-    res = {}
-    try:
-        for r in range(a.rounds):
-            for s in a.scenarios.split(","):
-                order = ["A", "B"] if r % 2 == 0 else ["B", "A"]
-                for name in order:
-                    x = measure(load_bin, procs[name], PORTS[name][0], s, a.duration)
-                    res.setdefault((s, name), []).append(x)
-                x = measure(load_bin, procs["B"], PORTS["B"][0], s, a.duration,
-                            (PORTS["B"][1], SCENARIOS[s][1]))
-                res.setdefault((s, "B+exp"), []).append(x)
-                print(f"round {r + 1} {s:9s} " + "  ".join(
-                    f"{n} {res[(s, n)][-1]['rps']:8.0f} req/s {res[(s, n)][-1]['cpu_us']:6.1f} us"
-                    for n in ("A", "B", "B+exp")), flush=True)
-    finally:
-        for p in procs.values():
+            p.kill()
+            sys.exit("smarm-server did not start")
+        return p, port, admin
+
+    def once(s, causal, experiment):
+        p, port, admin = fresh(causal)
+        try:
+            return measure(load_bin, p, port, s, a.duration,
+                           (admin, SCENARIOS[s][1]) if experiment else None)
+        finally:
             p.send_signal(signal.SIGTERM)
-        for p in procs.values():
             p.wait(timeout=30)
+
+    res = {}
+    runs = {"A": ("false", False), "B": ("true", False), "B+exp": ("true", True)}
+    for r in range(a.rounds):
+        for s in a.scenarios.split(","):
+            order = ["A", "B", "B+exp"] if r % 2 == 0 else ["B+exp", "B", "A"]
+            for name in order:
+                res.setdefault((s, name), []).append(once(s, *runs[name]))
+            print(f"round {r + 1} {s:9s} " + "  ".join(
+                f"{n} {res[(s, n)][-1]['rps']:8.0f} req/s {res[(s, n)][-1]['cpu_us']:6.1f} us"
+                for n in ("A", "B", "B+exp")), flush=True)
     print("\n| scenario | on/off req/s | on/off CPU per request | during an experiment / on, req/s |")
     print("|---|---|---|---|")
     for s in a.scenarios.split(","):

@@ -8,6 +8,8 @@
 //   valgrind --tool=callgrind build/release/loadtest/http/smarm-http-micro
 //       --once=plaintext   (one batch of 256 requests, no Google Benchmark:
 //                           divide serve_connection's inclusive count by 256)
+//       --once=plaintext --causal   (the same with server_config::causal:
+//                           the causal.http hooks' cost per request)
 //
 // Counters: ns_per_req (wall time) and the bytes written per request (a
 // check that every request was answered).
@@ -28,6 +30,8 @@ namespace http = smarm::http;
 
 namespace {
 
+bool g_causal = false;  // --causal, set before the first request
+
 http::internal::shared& server_state() {
     static http::internal::shared sh = [] {
         http::router r;
@@ -41,7 +45,9 @@ http::internal::shared& server_state() {
         r.post("/kv/{key}", [](http::request& q) {
             return http::response(http::status::created, std::move(q.body()));
         });
-        return http::internal::shared(http::server_config{}, std::move(r));
+        http::server_config cfg;
+        cfg.causal = g_causal;
+        return http::internal::shared(std::move(cfg), std::move(r));
     }();
     return sh;
 }
@@ -126,7 +132,9 @@ BENCHMARK(BM_browser_get);
 BENCHMARK(BM_post_body);
 
 int main(int argc, char** argv) {
-    if (argc == 2 && std::string_view(argv[1]).starts_with("--once=")) {
+    const bool causal_arg = argc == 3 && std::string_view(argv[2]) == "--causal";
+    if ((argc == 2 || causal_arg) && std::string_view(argv[1]).starts_with("--once=")) {
+        g_causal = causal_arg;
         const std::string_view which = std::string_view(argv[1]).substr(7);
         const std::string& in = which == "plaintext" ? plaintext_input()
                                 : which == "browser" ? browser_input()

@@ -358,16 +358,14 @@ site_guard::~site_guard() {
 }
 
 handoff_guard::handoff_guard(site_id site) noexcept : slot_(running_slot()) {
-    if (slot_ != nullptr) prev_ = std::exchange(slot_->causal_handoff, site);
+    if (slot_ == nullptr) return;
+    if (site != 0 && !detail::causal_handoff_used.load(std::memory_order_relaxed))
+        detail::causal_handoff_used.store(true, std::memory_order_relaxed);
+    prev_ = std::exchange(slot_->causal_handoff, site);
 }
 
 handoff_guard::~handoff_guard() {
     if (slot_ != nullptr) slot_->causal_handoff = prev_;
-}
-
-site_id handoff_site() noexcept {
-    slot* sl = running_slot();
-    return sl == nullptr ? 0 : sl->causal_handoff;
 }
 
 void begin(site_id site, unsigned speedup_pct) {
@@ -439,3 +437,10 @@ double ticks_to_ns(std::uint64_t t) noexcept {
 }
 
 }  // namespace smarm::causal
+
+namespace smarm::detail {
+causal::site_id causal_handoff_lookup() noexcept {
+    internal::scheduler* s = internal::current_scheduler();
+    return s == nullptr || s->current == nullptr ? 0 : s->current->causal_handoff;
+}
+}  // namespace smarm::detail

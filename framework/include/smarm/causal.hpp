@@ -53,6 +53,7 @@
 // Thread safety: every function may be called from any thread; begin/end
 // are meant for one controller at a time.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -110,8 +111,29 @@ class handoff_guard {
     internal::slot* slot_;
     site_id prev_ = 0;
 };
-/// The site the calling actor's calls are handed to (0: none).
-site_id handoff_site() noexcept;
+}  // namespace smarm::causal
+
+namespace smarm::detail {
+/// Set by the first handoff_guard that names a site; until then a
+/// gen_server call reads this one flag instead of looking up its slot.
+/// Relaxed: only the guard's own actor reads the site it set, after the
+/// store in its own program order (a migration between threads is an
+/// acquire/release hand-off), so no other ordering is needed.
+inline std::atomic<bool> causal_handoff_used{false};
+causal::site_id causal_handoff_lookup() noexcept;
+}  // namespace smarm::detail
+
+namespace smarm::causal {
+/// The site the calling actor's calls are handed to (0: none). Inline: a
+/// relaxed load while no handoff_guard has named a site.
+inline site_id handoff_site() noexcept {
+#if SMARM_CAUSAL_ENABLED
+    if (!detail::causal_handoff_used.load(std::memory_order_relaxed)) return 0;
+    return detail::causal_handoff_lookup();
+#else
+    return 0;
+#endif
+}
 
 /// Starts an experiment: samples inside `site` inject `speedup_pct`% of
 /// their interval as delay (0 = a baseline window). Bumps the window epoch.

@@ -11,7 +11,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "json_text.hpp"
+
 namespace smarm::causal {
+
+using internal::json_string;
 
 // ---- reports ----
 
@@ -31,23 +35,6 @@ std::vector<std::string> site_order(const std::vector<profile::cell>& cells) {
     for (const auto& c : cells)
         if (std::find(out.begin(), out.end(), c.site) == out.end()) out.push_back(c.site);
     return out;
-}
-
-std::string json_string(std::string_view s) {
-    std::string o = "\"";
-    for (unsigned char ch : s) {
-        if (ch == '"' || ch == '\\') {
-            o += '\\';
-            o += static_cast<char>(ch);
-        } else if (ch < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", ch);
-            o += b;
-        } else {
-            o += static_cast<char>(ch);
-        }
-    }
-    return o + "\"";
 }
 
 /// Coz's fields are tab-separated key=value pairs: a name must hold neither.

@@ -17,6 +17,7 @@
 #endif
 
 #include "causal.hpp"
+#include "trace_hooks.hpp"
 
 namespace bctx = boost::context::detail;
 
@@ -96,6 +97,7 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
     slot& sl = *static_cast<scheduler*>(t.data)->current;
     switched_in(t, sl);
     causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, false);
+    trace_hooks::on_resume(*static_cast<scheduler*>(t.data), sl);
     try {
         sl.vt->invoke(sl.task);
         sl.set_end_kind(exit_kind::exit);
@@ -169,8 +171,11 @@ struct leaving {
     bctx::fcontext_t to;
     scheduler* s;
 };
-[[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why) noexcept {
+[[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why,
+                                            detail::wait_reason wr = detail::wait_reason::other,
+                                            std::uint32_t arg = 0) noexcept {
     causal_hooks::on_leave(*s, sl, why == switch_reason::park);
+    trace_hooks::on_leave(*s, sl, why, wr, arg);
     save_eh(s, sl);
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.
@@ -202,16 +207,19 @@ struct leaving {
 
 // fiber_suspend's body, inlined into the park entry points below (the
 // message path parks through them: one call fewer per switch).
-[[gnu::always_inline]] inline slot& suspend(switch_reason why) noexcept {
+[[gnu::always_inline]] inline slot& suspend(switch_reason why,
+                                            detail::wait_reason wr = detail::wait_reason::other,
+                                            std::uint32_t arg = 0) noexcept {
     // The only read (entry_scheduler's rule): after the switch the
     // scheduler comes with the transfer (switched_in).
     scheduler* s = entry_scheduler();
     slot& sl = *s->current;
-    leaving l = leave(s, sl, why);
+    leaving l = leave(s, sl, why, wr, arg);
     bctx::transfer_t t = jump(l.to, l.s);
     // Resumed, possibly by another scheduler thread.
     switched_in(t, sl);
     causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, why == switch_reason::park);
+    trace_hooks::on_resume(*static_cast<scheduler*>(t.data), sl);
     return sl;
 }
 }  // namespace
@@ -239,18 +247,18 @@ namespace smarm::detail {
 
 using namespace smarm::internal;
 
-void park() {
-    parked(suspend(switch_reason::park));
+void park(wait_reason why, std::uint32_t arg) {
+    parked(suspend(switch_reason::park, why, arg));
 }
 
-std::uint32_t park_and_reopen() {
-    return parked(suspend(switch_reason::park)).word.begin_wait();
+std::uint32_t park_and_reopen(wait_reason why) {
+    return parked(suspend(switch_reason::park, why)).word.begin_wait();
 }
 
 #if SMARM_INLINE_PARK
-fiber_transfer park_begin() noexcept {
+fiber_transfer park_begin(wait_reason why) noexcept {
     scheduler* s = entry_scheduler();
-    leaving l = leave(s, *s->current, switch_reason::park);
+    leaving l = leave(s, *s->current, switch_reason::park, why);
     return {l.to, l.s};
 }
 
@@ -260,6 +268,7 @@ std::uint32_t park_end(fiber_transfer from) {
     slot& sl = *s->current;
     switched_in({from.ctx, from.data}, sl);
     causal_hooks::on_resume(*s, sl, true);
+    trace_hooks::on_resume(*s, sl);
     return parked(sl).word.begin_wait();
 }
 #endif

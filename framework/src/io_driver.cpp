@@ -18,6 +18,7 @@
 
 #include "causal.hpp"
 #include "runtime_impl.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::internal {
 
@@ -223,11 +224,13 @@ void io_driver::unregister(poll_desc* pd, int dir, pid self, std::uint32_t epoch
 bool io_driver::wait(poll_desc* pd, int dir,
                      std::optional<std::chrono::steady_clock::time_point> deadline) {
     observe();
+    int fd = -1;  // for the trace's wait label
     for (;;) {
         wait_token w = open_wait(dir ? "smarm::wait_writable" : "smarm::wait_readable");
         {
             std::lock_guard g(pd->mu);
             if (!pd->live) throw_errno(EBADF, "smarm io: waiting on a closed descriptor");
+            fd = pd->fd;
             if (pd->ready[dir]) {  // an edge arrived since the last EAGAIN
                 pd->ready[dir] = false;
                 return true;
@@ -253,7 +256,7 @@ bool io_driver::wait(poll_desc* pd, int dir,
             }
         } c{this, pd, dir, w, timer, *current_scheduler()->current};
         causal_hooks::on_external_wait(c.me);
-        park();
+        park(dir ? wait_reason::io_write : wait_reason::io_read, static_cast<std::uint32_t>(fd));
         std::lock_guard g(pd->mu);
         if (!pd->live) throw_errno(EBADF, "smarm io: descriptor closed while waiting");
         if (!(pd->waiter[dir] == w.self && pd->waiter_epoch[dir] == w.epoch)) {
@@ -343,6 +346,9 @@ std::size_t io_driver::dispatch(epoll_event* evs, int n, scheduler* caller) {
                 const pid w = std::exchange(pd->waiter[d], pid{});
                 wake[woken++] = {w.index, w.generation, pd->waiter_epoch[d]};
                 rt_.io_fd_waiters.fetch_sub(1, std::memory_order_acq_rel);
+                trace_hooks::event(trace_hooks::kind::io_ready, trace_hooks::word(w), 0,
+                                   static_cast<std::uint32_t>(pd->fd),
+                                   static_cast<std::uint8_t>(d));
             }
         }
         if (pd->oneshot) {

@@ -54,7 +54,7 @@ bool mutex_core::acquire_until(clock::time_point deadline) {
         }
         timer = arm_wake_timer(deadline, me, w.epoch);
         try {
-            park();
+            park(wait_reason::mutex);
         } catch (...) {
             disarm_timer(timer);
             bool pass_on;

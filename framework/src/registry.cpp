@@ -1,6 +1,7 @@
 // The per-runtime name registry (registry.hpp).
 
 #include <smarm/registry.hpp>
+#include <smarm/trace.hpp>
 
 #include <mutex>
 #include <stdexcept>
@@ -41,7 +42,7 @@ bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::sh
     runtime_impl& rt = running_runtime("smarm::register_name");
     registry& reg = rt.names();
     std::shared_ptr<void> old;  // destroyed outside the lock
-    std::lock_guard g(reg.mu);
+    std::unique_lock g(reg.mu);
     auto it = reg.bindings.find(std::string(n));
     if (it != reg.bindings.end()) {
         if (registry::alive(rt, it->second.holder)) return false;
@@ -49,6 +50,8 @@ bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::sh
         reg.bindings.erase(it);
     }
     reg.bindings.emplace(std::string(n), registry::binding{me, type, std::move(tx), depth});
+    g.unlock();
+    detail::trace_name(me, n);  // after the registry's lock (trace.cpp's lock order)
     return true;
 }
 

@@ -26,6 +26,7 @@
 #include "io_driver.hpp"
 #include "names.hpp"
 #include "observe.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::internal {
 
@@ -202,6 +203,7 @@ runtime_impl::runtime_impl(runtime_config cfg)
         scheds_[i].rt = this;
         scheds_[i].id = i;
     }
+    trace_hooks::start_from_env();
 }
 
 runtime_impl::~runtime_impl() {
@@ -279,6 +281,9 @@ void runtime_impl::run(unique_function root) {
             schedule_loop(scheds_[i]);
         });
     }
+    // The caller's thread is scheduler 0: its trace track says so (the
+    // others' default to their thread names).
+    trace::name_thread("smarm-sched-0");
     schedule_loop(scheds_[0]);
     for (auto& t : threads)
         t.join();
@@ -370,6 +375,7 @@ bool in_actor() noexcept {
 void yield_now() {
     (void)detail::current_pid("smarm::yield_now");
     detail::throw_if_stopped();
+    if (detail::trace_active()) internal::current_scheduler()->trace_voluntary = true;
     internal::fiber_suspend(internal::switch_reason::yield);
     detail::throw_if_stopped();
 }

@@ -156,6 +156,9 @@ class runtime_impl {
     /// The IO producers of the current run (valid only while run() runs).
     io_driver& io() noexcept { return *io_; }
     slot_table& slots() noexcept { return slots_; }
+    /// Live actors and the shared queue's length, relaxed (the tracer's counters).
+    std::uint64_t live_count() const noexcept { return live_.load(std::memory_order_relaxed); }
+    std::size_t queued_count() const noexcept { return queue_.size(); }
     std::uint64_t slice_ticks() const noexcept { return slice_ticks_; }
 
     /// IO producers (later issue) bump these before submitting, so the

@@ -14,6 +14,7 @@
 #include "fiber.hpp"
 #include "io_driver.hpp"
 #include "runtime_impl.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::internal {
 
@@ -35,6 +36,7 @@ void runtime_impl::schedule_loop(scheduler& s) {
     s.timers.reserve();
     for (;;) {
         timers_.turn(s, s.timers);
+        trace_hooks::on_loop(s);
         if (s.wake_slot != nullptr) {
             run_turn(s, std::exchange(s.wake_slot, nullptr), true);
             continue;

@@ -56,6 +56,10 @@ struct alignas(64) scheduler {
     /// one that found work, so the spin is spent only where it pays.
     std::uint64_t spin_budget = 0;
     std::uint64_t next_poll = 0;  ///< tick of the next busy-path netpoll
+    /// The tracer (trace.cpp): the tick of the last counter sample, and a
+    /// yield_now() in progress (a yield without it was a preemption).
+    std::uint64_t trace_sampled = 0;
+    bool trace_voluntary = false;
 
     // Clock reads at observation points (observe.cpp, adapt_obs_period): the
     // current window is obs_period points long, obs_left of them to go.

@@ -59,7 +59,7 @@ std::optional<std::size_t> select_impl(std::initializer_list<select_arm> arms,
             return std::nullopt;
         }
         if (deadline) timer = detail::arm_wake_timer(*deadline, me, c.epoch);
-        detail::park();
+        detail::park(detail::wait_reason::select);
         c.drop();
     }
 }

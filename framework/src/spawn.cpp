@@ -20,6 +20,7 @@
 #include "names.hpp"
 #include "observe.hpp"
 #include "runtime_impl.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::internal {
 
@@ -112,6 +113,8 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->parent = parent;
     live_.fetch_add(1, std::memory_order_acq_rel);  // before the enqueue (verdict)
     bump((caller != nullptr && caller->rt == this ? *caller : scheds_[0]).spawns);
+    trace_hooks::event(trace_hooks::kind::spawn, trace_hooks::word(pid{sl->index, r.id.generation}),
+                       trace_hooks::word(parent));
     sl->word.spawn(r.id.generation);
     enqueue_from(caller, *sl);
 }
@@ -125,6 +128,8 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
     sl.stack = stack_mem{};
     // Not s.current_gen: a direct switch finalizes on the next actor's turn.
     pid me{sl.index, state_word::gen_of(sl.word.load())};
+    trace_hooks::event(trace_hooks::kind::exit, trace_hooks::word(me), 0, 0,
+                       static_cast<std::uint8_t>(sl.end_kind()));
     {
         std::unique_lock g(sl.cold_mu);
         sl.word.finish();
@@ -208,7 +213,7 @@ outcome runtime_impl::join(pid p) {
                 return outcome{sl->end_kind(), sl->end_error};
             sl->ext_make().joiners.emplace_back(me, begin_wait());
         }
-        park();
+        park(wait_reason::join);
     }
 }
 

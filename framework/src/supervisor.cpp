@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "trace_hooks.hpp"
+
 namespace smarm {
 
 namespace {
@@ -153,6 +155,11 @@ class supervisor_state {
                     start(k);
                 break;
         }
+        if (internal::trace_hooks::on()) [[unlikely]]
+            internal::trace_hooks::record(
+                internal::trace_hooks::kind::restart, 0, 0, trace::intern(it->spec.id),
+                internal::trace_hooks::word(detail::current_pid_or_invalid()),
+                internal::trace_hooks::word(it->id));
     }
 
     std::size_t running() const { return running_by_monitor_.size(); }

@@ -16,6 +16,7 @@
 #include "runtime_impl.hpp"
 #include "scheduler.hpp"
 #include "slot_table.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::detail {
 
@@ -179,6 +180,8 @@ void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
     loc.fires.store(loc.fires.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     const bool single = n == 1;
     for (auto& f : loc.fired) {
+        trace_hooks::event(trace_hooks::kind::timer,
+                           f.call ? trace_hooks::no_pid : trace_hooks::word(f.target));
         if (f.call) {
             try {
                 f.call();
@@ -289,7 +292,7 @@ void sleep_until_anchored(std::chrono::steady_clock::time_point deadline, bool w
         std::uint32_t epoch = sl->word.begin_wait();
         std::uint64_t id = timers.arm_wake(deadline, me, epoch, wall);
         try {
-            detail::park();
+            detail::park(detail::wait_reason::timer);
         } catch (...) {
             timers.disarm(id);
             throw;

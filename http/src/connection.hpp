@@ -44,12 +44,14 @@
 #include <smarm/io.hpp>
 #include <smarm/progress.hpp>
 #include <smarm/runtime.hpp>
+#include <smarm/trace.hpp>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -100,15 +102,40 @@ struct profile_hooks {
     }
 };
 
+/// The tracer's span names of one server's routes (smarm/trace.hpp),
+/// interned once: a request's span is named by its route pattern.
+struct trace_names {
+    std::vector<std::uint32_t> routes;  ///< by route_match::index
+    std::uint32_t unrouted = 0;
+    /// Method names by verb, interned at first use (interning locks); an
+    /// unknown method is "OTHER", so a client cannot grow the table.
+    mutable std::array<std::atomic<std::uint32_t>, 64> methods{};
+    explicit trace_names(const router& r) {
+        for (const route_info& info : r.routes())
+            routes.push_back(trace::intern(info.name()));
+        unrouted = trace::intern("HTTP (no route)");
+    }
+    std::uint32_t method(verb v, std::string_view text) const {
+        const auto i = static_cast<std::size_t>(v);
+        if (v == verb::unknown || i >= methods.size()) return trace::intern("OTHER");
+        // relaxed: two racing first uses intern the same string, same id.
+        std::uint32_t id = methods[i].load(std::memory_order_relaxed);
+        if (id == 0) methods[i].store(id = trace::intern(text), std::memory_order_relaxed);
+        return id;
+    }
+};
+
 /// What every connection of one server shares.
 struct shared {
     shared(server_config c, router r)
         : cfg(std::move(c)),
           routes(std::move(r)),
-          causal(cfg.causal ? std::make_unique<const profile_hooks>(routes) : nullptr) {}
+          causal(cfg.causal ? std::make_unique<const profile_hooks>(routes) : nullptr),
+          traced(routes) {}
     const server_config cfg;
     const router routes;
     const std::unique_ptr<const profile_hooks> causal;  ///< null unless cfg.causal
+    const trace_names traced;
     std::atomic<bool> draining{false};
     /// The end of the drain's grace for idle connections (steady_clock
     /// nanoseconds since its epoch), stored before `draining`.
@@ -225,6 +252,14 @@ class connection {
     unsigned version_ = 11;    ///< the answered request's (11 until its head is read)
     bool keep_alive_ = false;  ///< the answered request's, then the response's
     const profile_hooks::route* route_ = nullptr;  ///< the routed request's, when profiled
+    bool span_open_ = false;                       ///< the request's trace span is open
+
+    /// Opens the request's trace span (only while tracing).
+    [[gnu::cold, gnu::noinline]] void open_span(const route_match& m) {
+        trace::span_begin(m.target ? c_.sh.traced.routes[m.index] : c_.sh.traced.unrouted,
+                          c_.sh.traced.method(req_.method(), req_.method_string()));
+        span_open_ = true;
+    }
 };
 
 /// Serves one connection over `s` (the connection actor's body).
@@ -265,6 +300,10 @@ void connection<Stream>::serve() {
         if (res.closes() || c_.sh.draining.load(std::memory_order_relaxed)) keep_alive_ = false;
         std::uint64_t bytes = 0;
         if (!respond(res, head_only, bytes)) return;
+        if (span_open_) [[unlikely]] {
+            trace::span_end(static_cast<unsigned>(res.status()), bytes);
+            span_open_ = false;
+        }
         c_.sh.requests.fetch_add(1, std::memory_order_relaxed);
         if (const profile_hooks* ch = c_.sh.causal.get()) {
             ch->answered->hit();
@@ -375,6 +414,8 @@ response connection<Stream>::handle(std::string& rid, std::string& route) {
     if (cfg_.authorize) denied = cfg_.authorize(req_);
     if (denied) return std::move(*denied);
     route_match m = c_.sh.routes.match(req_);
+    if (detail::trace_active()) [[unlikely]]
+        open_span(m);
     if (cfg_.on_request && m.target) route = req_.route();
     route_ = c_.sh.causal && m.target ? &c_.sh.causal->routes[m.index] : nullptr;
     // Built in place (a default-constructed response would allocate its

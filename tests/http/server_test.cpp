@@ -6,6 +6,7 @@
 #include <smarm/http/server.hpp>
 #include <smarm/introspect.hpp>
 #include <smarm/progress.hpp>
+#include <smarm/trace.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,10 +18,12 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <smarm_test/http_client.hpp>
+#include <smarm_test/trace_check.hpp>
 
 using namespace smarm_test;
 using namespace std::chrono_literals;
@@ -649,6 +652,66 @@ TEST(HttpServer, RegistryRoutedHandlers) {
         EXPECT_EQ(c.get("/kv/slow")->status, 504u);
         smarm::request_stop(kv.id);
     });
+}
+
+// A traced request through a registry-routed route: a span named by the
+// route on the connection actor (method, status, bytes), a flow from the
+// connection to the gen_server and one back, the connection waiting for the
+// reply and then for its next request on the socket.
+TEST(HttpServer, ATraceFollowsARequestThroughARegistryRoutedRoute) {
+    auto routes = test_routes();
+    routes.route<kv_server>(http::verb::get, "/kv/{key}", kv_name, 300ms);
+    routes.route<kv_server>(http::verb::put, "/kv/{key}", kv_name, 300ms);
+    std::string json, server;
+    with_server(test_config(), std::move(routes), [&](http::server&, std::uint16_t port) {
+        auto kv = smarm::start_named<kv_server>(kv_name);
+        server = kv.id.to_string();
+        client c(port);
+        c.send("PUT /kv/a HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nxyz");
+        EXPECT_EQ(c.read()->status, 201u);
+        smarm::trace::start();
+        auto r = c.get("/kv/a");
+        smarm::sleep(5ms);  // the connection parks for its next request
+        smarm::trace::stop();
+        json = smarm::trace::to_json();
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200u);
+        smarm::request_stop(kv.id);
+    });
+    smarm_test::trace_file t(json);
+    ASSERT_EQ(t.check_all(), "");
+    // The span and the connection actor it is on.
+    std::string span_id, conn;
+    for (const auto& e : t.phase("b"))
+        if (smarm_test::trace_file::str(e, "name") == "GET /kv/{key}") {
+            EXPECT_EQ(smarm_test::trace_file::arg(e, "detail"), "GET");
+            span_id = smarm_test::trace_file::id_of(e);
+        }
+    ASSERT_FALSE(span_id.empty()) << json;
+    for (const auto& e : t.phase("b"))
+        if (smarm_test::trace_file::id_of(e) == span_id &&
+            !smarm_test::trace_file::arg(e, "pid").empty())
+            conn = smarm_test::trace_file::arg(e, "pid");
+    ASSERT_FALSE(conn.empty());
+    bool ended_200 = false;
+    for (const auto& e : t.phase("e"))
+        if (smarm_test::trace_file::id_of(e) == span_id &&
+            smarm_test::trace_file::arg(e, "status") == "200")
+            ended_200 = smarm_test::trace_file::arg(e, "bytes") != "0";
+    EXPECT_TRUE(ended_200);
+    int there = 0, back = 0;
+    for (const auto& [from, to] : t.flows()) {
+        there += from == conn && to == server;
+        back += from == server && to == conn;
+    }
+    EXPECT_EQ(there, 1);
+    EXPECT_EQ(back, 1);
+    std::set<std::string> waits;
+    for (const auto& w : t.waits_of(conn))
+        waits.insert(w);
+    EXPECT_TRUE(waits.count("io read")) << json;
+    for (const auto& w : waits)
+        EXPECT_TRUE(w == "io read" || w == "call reply" || w == "io write") << w;
 }
 
 // Says which causal site its calls are handled in.

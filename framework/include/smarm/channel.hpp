@@ -44,6 +44,7 @@
 #include <smarm/detail/assert.hpp>
 #include <smarm/pid.hpp>
 #include <smarm/select.hpp>
+#include <smarm/trace.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -94,16 +95,45 @@ namespace detail {
                            holder.to_string() + " (a channel has exactly one receiving actor)");
 }
 
+/// A queued message and, while tracing, the flow its send recorded
+/// (smarm/trace.hpp; 0: none). Compiled out, only the message.
+template <class T>
+struct queued {
+    T value;
+#if SMARM_TRACE_ENABLED
+    std::uint32_t flow;
+    queued(T&& v, std::uint32_t f) : value(std::move(v)), flow(f) {}
+#else
+    static constexpr std::uint32_t flow = 0;
+    queued(T&& v, std::uint32_t) : value(std::move(v)) {}
+#endif
+};
+
+/// The send's trace event, if recording: the flow id the receive records.
+[[gnu::always_inline]] inline std::uint32_t trace_send_flow() noexcept {
+    if (trace_active()) [[unlikely]]
+        return static_cast<std::uint32_t>(trace_send());
+    return 0;
+}
+/// The receive's trace event for a message sent as `flow`.
+[[gnu::always_inline]] inline void trace_recv_flow(std::uint32_t flow) noexcept {
+    if (flow != 0) [[unlikely]]
+        trace_recv(flow);
+}
+
 template <class T>
 class channel_state final : public select_source {
   public:
     spinlock mu;
-    ring<T> queue;  // guarded by mu
+    ring<queued<T>> queue;  // guarded by mu
     pid waiter;     // guarded by mu: the parked receiver
     std::uint32_t waiter_epoch = 0;
     /// A parked recv()'s slot and its full flag (see the header comment).
     std::optional<T>* handoff = nullptr;        // guarded by mu
     std::atomic<bool>* handoff_full = nullptr;  // guarded by mu
+    /// The trace flow of the message handed to the slot: written under mu
+    /// before the full flag's release, read by the receiver after its acquire.
+    std::uint32_t handoff_flow = 0;
     std::size_t senders = 1;                    // guarded by mu
     bool receiver_alive = true;                 // guarded by mu
 
@@ -163,17 +193,19 @@ class sender {
         if (!st_) return send_result<T>{std::move(v)};
         pid w;
         std::uint32_t e = 0;
+        const std::uint32_t flow = detail::trace_send_flow();
         {
             std::lock_guard g(st_->mu);
             if (!st_->receiver_alive) return send_result<T>{std::move(v)};
             if (st_->handoff != nullptr) [[likely]] {
                 st_->handoff->emplace(std::move(v));
+                if constexpr (SMARM_TRACE_ENABLED) st_->handoff_flow = flow;
                 // release: the receiver reads the slot after an acquire of
                 // this flag, without the lock.
                 st_->handoff_full->store(true, std::memory_order_release);
                 st_->handoff = nullptr;
             } else {
-                st_->queue.push_back(std::move(v));
+                st_->queue.push_back(detail::queued<T>(std::move(v), flow));
             }
             w = std::exchange(st_->waiter, pid{});
             e = st_->waiter_epoch;
@@ -246,21 +278,29 @@ class receiver {
         std::optional<T> out;  // the hand-off slot (one named result: NRVO)
         std::atomic<bool> full{false};
         for (;;) {
+            std::uint32_t flow = 0;
             {
                 std::lock_guard g(st_->mu);
                 if (!st_->queue.empty()) {
                     detail::count_received(w);
-                    out.emplace(st_->queue.pop_front());
-                    return out;
+                    auto q = st_->queue.pop_front();
+                    out.emplace(std::move(q.value));
+                    flow = q.flow;
+                } else {
+                    if (st_->senders == 0) return out;
+                    st_->register_waiter(w.self, w.epoch, call);
+                    st_->handoff = &out;
+                    st_->handoff_full = &full;
                 }
-                if (st_->senders == 0) return out;
-                st_->register_waiter(w.self, w.epoch, call);
-                st_->handoff = &out;
-                st_->handoff_full = &full;
+            }
+            if (out) {
+                detail::trace_recv_flow(flow);
+                return out;
             }
             const std::uint32_t next_epoch = park_for_handoff(out, full);
             if (out) {
                 detail::count_received(w);
+                if constexpr (SMARM_TRACE_ENABLED) detail::trace_recv_flow(st_->handoff_flow);
                 return out;
             }
             w.epoch = next_epoch;
@@ -288,10 +328,13 @@ class receiver {
         for (;;) {
             std::uint32_t epoch;
             {
-                std::lock_guard g(st_->mu);
+                std::unique_lock g(st_->mu);
                 if (!st_->queue.empty()) {
                     detail::note_message_received();
-                    return {recv_status::ok, st_->queue.pop_front()};
+                    auto q = st_->queue.pop_front();
+                    g.unlock();
+                    detail::trace_recv_flow(q.flow);
+                    return {recv_status::ok, std::move(q.value)};
                 }
                 if (st_->senders == 0) return {recv_status::closed, std::nullopt};
                 if (detail::clock::now() >= deadline) return {recv_status::timeout, std::nullopt};
@@ -300,7 +343,7 @@ class receiver {
             }
             if (timer) detail::disarm_timer(std::exchange(timer, 0));
             timer = detail::arm_wake_timer(deadline, me, epoch);
-            detail::park();
+            detail::park(detail::wait_reason::channel);
         }
     }
     /// Selective receive: the first queued message satisfying `pred`, parking
@@ -312,11 +355,14 @@ class receiver {
     /// Selective receive that never parks.
     template <class Pred>
     recv_result<T> try_recv_match(Pred&& pred) const {
-        std::lock_guard g(st_->mu);
+        std::unique_lock g(st_->mu);
         for (std::size_t i = 0; i < st_->queue.size(); ++i) {
-            if (pred(static_cast<const T&>(st_->queue[i]))) {
+            if (pred(static_cast<const T&>(st_->queue[i].value))) {
                 detail::note_message_received();
-                return {recv_status::ok, st_->queue.take(i)};
+                auto q = st_->queue.take(i);
+                g.unlock();
+                detail::trace_recv_flow(q.flow);
+                return {recv_status::ok, std::move(q.value)};
             }
         }
         return {st_->senders == 0 ? recv_status::closed : recv_status::empty, std::nullopt};
@@ -339,7 +385,7 @@ class receiver {
                                                           std::atomic<bool>& full) const {
         std::uint32_t next_epoch;
         try {
-            next_epoch = detail::park_here();
+            next_epoch = detail::park_here(detail::wait_reason::channel);
         } catch (...) {  // smarm::stopped: the frame is about to go
             withdraw(out, true);
             throw;
@@ -358,7 +404,7 @@ class receiver {
             st_->handoff = nullptr;
             st_->handoff_full = nullptr;
         } else if (out && unwinding) {
-            st_->queue.push_front(std::move(*out));
+            st_->queue.push_front(detail::queued<T>(std::move(*out), st_->handoff_flow));
             out.reset();
         }
     }
@@ -373,24 +419,33 @@ class receiver {
         // this inlined loop made GCC 12 warn maybe-uninitialized in callers.
         std::optional<T> out;
         for (;;) {
+            std::uint32_t flow = 0;
             {
                 std::lock_guard g(st_->mu);
                 for (std::size_t i = 0; i < st_->queue.size(); ++i) {
-                    if (pred(static_cast<const T&>(st_->queue[i]))) {
+                    if (pred(static_cast<const T&>(st_->queue[i].value))) {
                         detail::count_received(w);
-                        out.emplace(st_->queue.take(i));
-                        return out;
+                        auto q = st_->queue.take(i);
+                        out.emplace(std::move(q.value));
+                        flow = q.flow;
+                        break;
                     }
                 }
-                if (st_->senders == 0) return out;
-                st_->register_waiter(w.self, w.epoch, call);
+                if (!out) {
+                    if (st_->senders == 0) return out;
+                    st_->register_waiter(w.self, w.epoch, call);
+                }
             }
-            w.epoch = detail::park_here();
+            if (out) {
+                detail::trace_recv_flow(flow);
+                return out;
+            }
+            w.epoch = detail::park_here(detail::wait_reason::channel);
         }
     }
     void drop() noexcept {
         if (!st_) return;
-        detail::ring<T> drained;
+        detail::ring<detail::queued<T>> drained;
         {
             std::lock_guard g(st_->mu);
             st_->receiver_alive = false;

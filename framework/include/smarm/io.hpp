@@ -159,7 +159,7 @@ auto block_on_io(F&& fn) -> std::invoke_result_t<std::decay_t<F>&> {
                 st->waiter = w.self;
                 st->epoch = w.epoch;
             }
-            detail::park();
+            detail::park(detail::wait_reason::blocking);
         }
     }
     detail::io_job_collected();

@@ -98,6 +98,7 @@ class reply_to {
         using st = detail::reply_cell::state;
         pid w;
         std::uint32_t e = 0;
+        const std::uint32_t flow = value != nullptr ? detail::trace_send_flow() : 0;
         {
             std::lock_guard g(c->mu);
             if (c->call != call_ || c->st != st::waiting) return false;
@@ -107,6 +108,7 @@ class reply_to {
                 // released with server_down, and the exception propagates.
                 static_cast<std::optional<T>*>(c->dest)->emplace(std::move(*value));
                 c->st = st::replied;
+                c->flow = flow;
             }
             w = c->waiter;
             e = c->epoch;
@@ -166,10 +168,13 @@ call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send
     for (;;) {
         std::uint32_t epoch;
         {
-            std::lock_guard g(c->mu);
+            std::unique_lock g(c->mu);
             if (c->st == st::replied || c->st == st::dropped) {
                 guard.answered = true;
                 if (c->st == st::dropped) return {std::nullopt, call_error::server_down};
+                const std::uint32_t flow = std::exchange(c->flow, 0);
+                g.unlock();
+                trace_recv_flow(flow);
                 return {std::move(value), std::nullopt};
             }
             if ((woken || timeout <= std::chrono::nanoseconds::zero()) &&
@@ -184,7 +189,7 @@ call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send
             guard.timed = true;
             defer_wake(epoch, begun, timeout);
         }
-        (void)park_here();
+        (void)park_here(wait_reason::call);
         woken = true;
     }
 }

@@ -34,6 +34,7 @@ struct reply_cell {
     void* dest = nullptr;    ///< the caller's std::optional<Reply> while waiting
     pid waiter;              ///< registered before each park
     std::uint32_t epoch = 0;
+    std::uint32_t flow = 0;  ///< the reply's trace flow (smarm/trace.hpp), 0: none
 };
 
 /// The calling actor's reply cell and pid. Throws std::logic_error naming

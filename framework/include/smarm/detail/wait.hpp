@@ -71,12 +71,29 @@ inline void count_received(const wait_token& w) noexcept {
     w.received->store(w.received->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 wait_token open_wait(const char* call);
+
+/// What a park waits for (trace events name it; smarm/trace.hpp).
+enum class wait_reason : std::uint8_t {
+    other,
+    channel,   ///< a channel receive
+    call,      ///< a call's reply
+    io_read,   ///< an fd's readability (the argument is the fd)
+    io_write,  ///< an fd's writability (the argument is the fd)
+    timer,     ///< a sleep
+    mutex,
+    join,
+    select,
+    blocking,  ///< a blocking-pool job
+    signal,
+};
+
 /// Switch away until the open wait is unparked. Throws smarm::stopped when a
-/// stop is pending (and the actor is not already unwinding).
-void park();
+/// stop is pending (and the actor is not already unwinding). `why` and `arg`
+/// (an fd for IO) only label the wait.
+void park(wait_reason why = wait_reason::other, std::uint32_t arg = 0);
 
 /// park(), then the epoch of the actor's next wait (begin_wait()).
-std::uint32_t park_and_reopen();
+std::uint32_t park_and_reopen(wait_reason why = wait_reason::other);
 
 // Sanitizer builds keep the switch out of line, annotated (fiber.cpp).
 #if defined(__x86_64__) && defined(__linux__) && !SMARM_ASAN && !SMARM_TSAN && \
@@ -90,7 +107,7 @@ struct fiber_transfer {
 extern "C" fiber_transfer smarm_jump_fcontext(void* to, void* data) noexcept;
 /// park_and_reopen() in two halves around a switch made at the caller's
 /// site (park_here).
-fiber_transfer park_begin() noexcept;
+fiber_transfer park_begin(wait_reason why) noexcept;
 std::uint32_t park_end(fiber_transfer from);
 #else
 #define SMARM_INLINE_PARK 0
@@ -104,12 +121,12 @@ std::uint32_t park_end(fiber_transfer from);
 /// receive loop inlines this makes no mispredicted return at all (ping-pong
 /// round trip ~20% shorter). For the hot parks in headers (channel receive,
 /// gen_server call); the rest call park().
-[[gnu::always_inline]] inline std::uint32_t park_here() {
+[[gnu::always_inline]] inline std::uint32_t park_here(wait_reason why = wait_reason::other) {
 #if SMARM_INLINE_PARK
-    fiber_transfer to = park_begin();
+    fiber_transfer to = park_begin(why);
     return park_end(smarm_jump_fcontext(to.ctx, to.data));
 #else
-    return park_and_reopen();
+    return park_and_reopen(why);
 #endif
 }
 /// Wake `p` if its wait `epoch` is still open. Callable from any thread.

@@ -286,6 +286,15 @@ const std::vector<key_def>& table() {
                  "pattern), progress points http.requests and one per route, latency point "
                  "http.request (experiments run only on POST /debug/causal)",
                  [](settings& s) -> bool& { return s.causal.http; }),
+        bool_key("trace.flight",
+                 "keep a flight recorder of scheduler and message events (the newest "
+                 "trace.buffer per thread; GET /debug/trace/flight dumps it)",
+                 [](settings& s) -> bool& { return s.trace.flight; }),
+        size_key("trace.buffer", "trace ring per recording thread (32 bytes per event)",
+                 64ull << 10, 1ull << 30,
+                 [](settings& s) -> std::uint64_t& { return s.trace.buffer; }),
+        size_key("trace.max_bytes", "a trace's JSON at most (the oldest events are cut)", 4096,
+                 1ull << 32, [](settings& s) -> std::uint64_t& { return s.trace.max_bytes; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

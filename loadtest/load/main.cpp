@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -99,6 +100,15 @@ int main(int argc, char** argv) {
                 "draw the speedup curves per site (.png or .svg; needs gnuplot)");
     causal_flag("--causal-token", co.token,
                 "the admin listener's bearer token (default: $SMARM_ADMIN_TOKEN)");
+    // --trace: the server's scheduler and message trace of this load.
+    std::string trace_file, trace_admin;
+    auto* trace_opt = app.add_option(
+        "--trace", trace_file,
+        "also record the server's trace over the load (GET /debug/trace on its admin "
+        "listener) into this Chrome trace JSON file: open it in ui.perfetto.dev");
+    app.add_option("--trace-admin", trace_admin,
+                   "the admin listener for --trace, http://host:port (default: the --causal one)")
+        ->needs(trace_opt);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -139,6 +149,15 @@ int main(int argc, char** argv) {
                 throw std::invalid_argument("--causal-plot \"" + co.plot_file +
                                             "\": use a .png or .svg name");
         }
+        if (!trace_file.empty()) {
+            if (trace_admin.empty()) trace_admin = causal_url;
+            if (trace_admin.empty())
+                throw std::invalid_argument(
+                    "--trace needs --trace-admin (or --causal): the "
+                    "server's admin listener, http://host:port");
+            if (o.duration < std::chrono::seconds(2))
+                throw std::invalid_argument("--trace needs --duration of 2s or more");
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "smarm-load: %s\n", e.what());
         return 2;
@@ -158,6 +177,8 @@ int main(int argc, char** argv) {
     load::report r;
     load::causal_report cr;
     std::string causal_error;
+    load::admin_reply traced;
+    std::string trace_error;
     try {
         smarm::runtime_config rc;
         rc.schedulers = threads;
@@ -173,8 +194,27 @@ int main(int argc, char** argv) {
                         causal_error = e.what();
                     }
                 });
+            smarm::join_handle tracer;
+            if (!trace_file.empty())
+                tracer = smarm::spawn([&] {
+                    try {
+                        smarm::sleep(o.warmup);
+                        // Whole seconds inside the measured time (the
+                        // reply comes after them), at most the route's 60.
+                        const auto secs = std::clamp<long long>(
+                            std::chrono::duration_cast<std::chrono::seconds>(o.duration).count() -
+                                1,
+                            1, 60);
+                        traced = load::admin_call(load::parse_url(trace_admin), co.token, "GET",
+                                                  "/debug/trace?seconds=" + std::to_string(secs),
+                                                  {}, std::chrono::seconds(secs + 60));
+                    } catch (const std::exception& e) {
+                        trace_error = e.what();
+                    }
+                });
             r = load::run(o);
             if (profiler.joinable()) profiler.join();
+            if (tracer.joinable()) tracer.join();
         });
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%ssmarm-load: %s\n", !quiet && tty ? "\n" : "", e.what());
@@ -198,6 +238,22 @@ int main(int argc, char** argv) {
         if (!co.coz_file.empty())
             std::printf("wrote %s (Coz's viewer reads it)\n", co.coz_file.c_str());
         if (!co.plot_file.empty()) std::printf("wrote %s\n", co.plot_file.c_str());
+    }
+    if (!trace_file.empty()) {
+        if (trace_error.empty() && traced.status != 200)
+            trace_error = "GET /debug/trace on " + trace_admin + ": " +
+                          std::to_string(traced.status) + " " + traced.body;
+        if (!trace_error.empty()) {
+            std::fprintf(stderr, "smarm-load: --trace: %s\n", trace_error.c_str());
+            return 1;
+        }
+        std::ofstream f(trace_file, std::ios::binary);
+        if (!(f << traced.body)) {
+            std::fprintf(stderr, "smarm-load: cannot write %s\n", trace_file.c_str());
+            return 1;
+        }
+        std::printf("wrote %s (%zu bytes of trace from %s; open it in ui.perfetto.dev)\n",
+                    trace_file.c_str(), traced.body.size(), trace_admin.c_str());
     }
     if (!json_out.empty()) {
         auto j = load::format_json(o, r);

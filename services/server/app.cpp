@@ -34,6 +34,7 @@
 
 #include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
+#include "debug/trace_routes.hpp"
 
 namespace smarm::services {
 
@@ -258,7 +259,12 @@ struct application::state : std::enable_shared_from_this<application::state> {
             metrics.add_route(r);
             add_debug_routes(r);
         }
-        if (l == listener::admin) add_causal_routes(r);
+        if (l == listener::admin) {
+            add_causal_routes(r);
+            add_trace_routes(r, {.flight = s.trace.flight,
+                                 .buffer = s.trace.buffer,
+                                 .max_bytes = s.trace.max_bytes});
+        }
         if (l == listener::admin && s.http.test_routes)
             r.post("/test/stop/{what}", [this](http::request& q) { return stop_for_test(q); });
         return r;

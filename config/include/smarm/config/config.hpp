@@ -90,6 +90,14 @@ struct causal_settings {
     bool http = false;
 };
 
+struct trace_settings {
+    /// Keep a flight recorder of scheduler and message events running
+    /// (GET /debug/trace/flight dumps it).
+    bool flight = false;
+    std::uint64_t buffer = std::uint64_t{8} << 20;      ///< ring bytes per thread
+    std::uint64_t max_bytes = std::uint64_t{64} << 20;  ///< JSON per trace at most
+};
+
 struct log_settings {
     std::string level = "info";  ///< trace, debug, info, warn, error, off
 };
@@ -102,6 +110,7 @@ struct settings {
     kv_settings kv;
     workers_settings workers;
     causal_settings causal;
+    trace_settings trace;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)
 };

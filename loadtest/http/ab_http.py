@@ -14,6 +14,7 @@ Usage:
   python3 loadtest/http/ab_http.py --a "build/release/loadtest/http/smarm-hello" \\
       --a-args "1" --b "../exp/build/loadtest/http/smarm-hello" --b-args "1" \\
       [--load ka_t1_c64] [--pairs 8] [--duration 5]
+  smarm-server: --port-flag=--http.port= --a-args "--config config/smarm.yaml --admin.port=0"
 
 Loads are compare_http.py's (ka_t1_c64, ka_t2_c256, close_t2_c32). Needs wrk.
 """
@@ -37,12 +38,16 @@ def main():
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--port", type=int, default=18190)
+    ap.add_argument("--port-flag", default="",
+                    help="pass the port as this flag's value (e.g. --http.port=, for "
+                         "smarm-server) instead of as the first argument")
     a = ap.parse_args()
 
     sides = {}
     for i, (name, exe, args) in enumerate((("A", a.a, a.a_args), ("B", a.b, a.b_args))):
         port = a.port + i
-        p = subprocess.Popen([exe, str(port), *shlex.split(args)], stdout=subprocess.DEVNULL)
+        where = [a.port_flag + str(port)] if a.port_flag else [str(port)]
+        p = subprocess.Popen([exe, *where, *shlex.split(args)], stdout=subprocess.DEVNULL)
         if not wait_port(port) or p.poll() is not None:
             for q, _ in sides.values():
                 q.kill()

@@ -10,12 +10,15 @@
 //                           divide serve_connection's inclusive count by 256)
 //       --once=plaintext --causal   (the same with server_config::causal:
 //                           the causal.http hooks' cost per request)
+//       --once=plaintext --trace    (the same with a flight recorder on:
+//                           the tracer's cost per request)
 //
 // Counters: ns_per_req (wall time) and the bytes written per request (a
 // check that every request was answered).
 
 #include <smarm/http/router.hpp>
 #include <smarm/http/server.hpp>
+#include <smarm/trace.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -133,8 +136,10 @@ BENCHMARK(BM_post_body);
 
 int main(int argc, char** argv) {
     const bool causal_arg = argc == 3 && std::string_view(argv[2]) == "--causal";
-    if ((argc == 2 || causal_arg) && std::string_view(argv[1]).starts_with("--once=")) {
+    const bool trace_arg = argc == 3 && std::string_view(argv[2]) == "--trace";
+    if ((argc == 2 || causal_arg || trace_arg) && std::string_view(argv[1]).starts_with("--once=")) {
         g_causal = causal_arg;
+        if (trace_arg) smarm::trace::start({.flight = true});
         const std::string_view which = std::string_view(argv[1]).substr(7);
         const std::string& in = which == "plaintext" ? plaintext_input()
                                 : which == "browser" ? browser_input()

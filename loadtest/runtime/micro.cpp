@@ -18,11 +18,13 @@
 #include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
 #include <smarm/supervisor.hpp>
+#include <smarm/trace.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <smarm_test/workloads.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -105,6 +107,69 @@ void BM_pingpong_1M(benchmark::State& state) {
     for (auto _ : state)
         benchmark::DoNotOptimize(ns);
     state.counters["ns_per_rt"] = ns;
+}
+
+// The tracer's cost (smarm/trace.hpp): the ping-pong above with a flight
+// recorder on and off, interleaved in pairs in one process; reports the
+// median on/off ratio of the round trip and the recording's cost per event
+// (each round trip records its sends, receives, switches out and resumes).
+void BM_pingpong_traced(benchmark::State& state) {
+    smarm::runtime rt(cfg(2));
+    constexpr int n = 300'000;
+    auto once = [&](bool traced, std::uint64_t& events) {
+        double ns = 0;
+        if (traced) smarm::trace::start({.buffer_bytes = std::size_t{8} << 20, .flight = true});
+        rt.run([&] {
+            auto [ptx, prx] = smarm::channel<int>();
+            auto [qtx, qrx] = smarm::channel<int>();
+            auto echo = smarm::spawn([prx = std::move(prx), qtx = std::move(qtx)] {
+                while (auto v = prx.recv())
+                    (void)qtx.send(*v);
+            });
+            auto t0 = steady::now();
+            for (int i = 0; i < n; ++i) {
+                (void)ptx.send(i);
+                (void)qrx.recv();
+            }
+            ns = ms_since(t0) * 1e6 / n;
+            { auto close = std::move(ptx); }
+            echo.join();
+        });
+        if (traced) {
+            smarm::trace::stop();
+            smarm::trace::summary s;
+            (void)smarm::trace::to_json({.max_bytes = 4096}, &s);
+            events = s.records + s.dropped;
+        }
+        return ns;
+    };
+    std::uint64_t events = 0;
+    (void)once(false, events);  // warm-up
+    (void)once(true, events);
+    std::vector<double> ratios, per_event;
+    double off_ns = 0, on_ns = 0;
+    for (int pair = 0; pair < 6; ++pair) {
+        const bool on_first = pair % 2 == 1;
+        double a = 0, b = 0;
+        if (on_first) b = once(true, events);
+        a = once(false, events);
+        if (!on_first) b = once(true, events);
+        ratios.push_back(b / a);
+        per_event.push_back((b - a) * n / static_cast<double>(events));
+        off_ns += a / 6;
+        on_ns += b / 6;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    std::sort(per_event.begin(), per_event.end());
+    for (auto _ : state)
+        benchmark::DoNotOptimize(ratios);
+    state.counters["off_ns_per_rt"] = off_ns;
+    state.counters["on_ns_per_rt"] = on_ns;
+    state.counters["on_off_median"] = (ratios[2] + ratios[3]) / 2;
+    state.counters["on_off_min"] = ratios.front();
+    state.counters["on_off_max"] = ratios.back();
+    state.counters["ns_per_event"] = (per_event[2] + per_event[3]) / 2;
+    state.counters["events_per_rt"] = static_cast<double>(events) / n;
 }
 
 long rss_bytes() {
@@ -330,6 +395,7 @@ BENCHMARK(BM_send_direct_vs_named)->Unit(benchmark::kMillisecond)->Iterations(1)
 BENCHMARK(BM_skynet_1M)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_spawn_join_200k)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_pingpong_1M)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_pingpong_traced)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_mem_park_100k)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_yield_1M)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_timer_churn_100k)->Unit(benchmark::kMillisecond)->Iterations(1);

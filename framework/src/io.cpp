@@ -9,6 +9,7 @@
 #include "causal.hpp"
 #include "io_driver.hpp"
 #include "runtime_impl.hpp"
+#include "trace_hooks.hpp"
 
 namespace smarm::detail {
 
@@ -49,6 +50,16 @@ void io_submit(unique_function job) {
     runtime_impl& rt = *current_scheduler()->rt;
     // Before the submit: the verdict must never see the job vanish.
     rt.io_outstanding.fetch_add(1, std::memory_order_acq_rel);
+    if (trace_hooks::on()) [[unlikely]] {
+        // The job's run is a slice on the pool thread's track, named by
+        // the actor waiting for it (a wrapper only while tracing).
+        const std::uint64_t who = trace_hooks::word(current_pid("smarm::block_on_io"));
+        job = [inner = std::move(job), who]() mutable {
+            trace_hooks::record(trace_hooks::kind::job_begin, 0, 0, 0, who, 0);
+            inner();
+            trace_hooks::record(trace_hooks::kind::job_end, 0, 0, 0, who, 0);
+        };
+    }
     d.submit(std::move(job));
     causal_hooks::on_external_wait(*current_scheduler()->current);
 }

@@ -548,6 +548,20 @@ class renderer {
                 --it->second.spans;
                 break;
             }
+            case kind::job_begin:
+                jobs_[r.track] = {true, r.a, r.ts};
+                break;
+            case kind::job_end: {
+                run_state& job = jobs_[r.track];
+                if (!job.open || job.pid != r.a) job = {true, r.a, first_ts_[r.track]};
+                begin_event();
+                body += "{\"ph\":\"X\",\"name\":" + json_string("job for " + label(r.a)) +
+                        ",\"cat\":\"job\",\"pid\":" + std::to_string(pid_) + ",\"tid\":" +
+                        std::to_string(r.track) + ",\"ts\":" + us(job.begin) + ",\"dur\":" +
+                        dur(job.begin, r.ts) + ",\"args\":{\"for\":\"" + pid_text(r.a) + "\"}}";
+                job.open = false;
+                break;
+            }
             case kind::counter: {
                 const bool rq =
                     static_cast<trace_hooks::counter>(r.sub) == trace_hooks::counter::run_queue;
@@ -689,6 +703,7 @@ class renderer {
     std::unordered_set<std::uint32_t> flows_;
     std::unordered_map<unsigned, std::uint64_t> first_ts_;
     std::unordered_map<unsigned, run_state> runs_;
+    std::unordered_map<unsigned, run_state> jobs_;  // blocking-pool jobs, by track
     std::unordered_map<std::uint64_t, actor_state> actors_;
 };
 

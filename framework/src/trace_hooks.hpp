@@ -29,6 +29,8 @@ enum class kind : std::uint8_t {
     span_begin,     ///< a = pid, x = interned name, b = interned detail
     span_end,       ///< a = pid, x = status, b = bytes
     counter,        ///< sub = counter, a = value
+    job_begin,      ///< a blocking-pool job starts; a = the actor waiting for it
+    job_end,        ///< a = the same
 };
 
 /// Why a run ended (kind::run_end's sub).

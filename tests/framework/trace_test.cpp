@@ -201,6 +201,18 @@ TEST(Trace, EveryParkNamesItsReason) {
             ready = true;
     EXPECT_TRUE(fd_named);
     EXPECT_TRUE(ready);
+    // The blocking job ran as a slice on a pool thread's own track.
+    std::set<std::int64_t> pool_tracks;
+    for (const auto& e : t.phase("M"))
+        if (trace_file::str(e, "name") == "thread_name" &&
+            trace_file::arg(e, "name").rfind("smarm-pool-", 0) == 0)
+            pool_tracks.insert(e.at("tid").to_number<std::int64_t>());
+    bool job = false;
+    for (const auto& e : t.phase("X"))
+        if (trace_file::arg(e, "for") == blocker)
+            job = pool_tracks.count(e.at("tid").to_number<std::int64_t>()) &&
+                  trace_file::num(e, "dur") >= 1000;  // it slept 2 ms
+    EXPECT_TRUE(job);
     // The sleeper's wake was a timer firing for it.
     bool fired = false;
     for (const auto& e : t.phase("i"))

@@ -28,7 +28,6 @@
 namespace smarm::internal::causal_hooks {
 
 std::atomic<std::uint64_t> experiment{0};
-std::atomic<bool> armed{false};
 std::atomic<std::uint64_t> global_delay{0};
 
 namespace {
@@ -385,7 +384,7 @@ void begin(site_id site, unsigned speedup_pct) {
     // sample that reads a stale base forgives less, once.
     hooks::window_base.store(hooks::global_delay.load(std::memory_order_relaxed),
                              std::memory_order_relaxed);
-    hooks::armed.store(true, std::memory_order_relaxed);
+    detail::hook_bits.fetch_or(detail::hook_causal, std::memory_order_relaxed);
     hooks::experiment.store((std::uint64_t{site} << 32) | speedup_pct, std::memory_order_relaxed);
 }
 
@@ -428,7 +427,7 @@ std::uint64_t my_debt() noexcept {
 }
 
 void inject_for_test(std::uint64_t ticks) noexcept {
-    hooks::armed.store(true, std::memory_order_relaxed);
+    detail::hook_bits.fetch_or(detail::hook_causal, std::memory_order_relaxed);
     hooks::global_delay.fetch_add(ticks, std::memory_order_relaxed);
 }
 

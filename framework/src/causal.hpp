@@ -1,7 +1,7 @@
 #pragma once
 // The causal profiler's hooks into the switch and the observation point
 // (causal.cpp; the model is in include/smarm/causal.hpp). Each hook is one
-// relaxed load when idle: `armed` (sticky once any experiment began, so
+// relaxed load when idle: detail::hook_causal (sticky once any experiment began, so
 // resumes keep forgiving parked actors after a window ends) at switches,
 // `experiment` at the observation point's clock read.
 //
@@ -11,6 +11,7 @@
 // sums; no other data is published by them).
 
 #include <smarm/causal.hpp>
+#include <smarm/detail/hooks.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -24,8 +25,7 @@ struct scheduler;
 
 namespace causal_hooks {
 
-extern std::atomic<std::uint64_t> experiment;  ///< (site << 32) | pct, 0 = none
-extern std::atomic<bool> armed;
+extern std::atomic<std::uint64_t> experiment;    ///< (site << 32) | pct, 0 = none
 extern std::atomic<std::uint64_t> global_delay;  ///< ticks
 
 void sample(scheduler& s, slot& sl) noexcept;
@@ -47,12 +47,12 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
 }
 /// The actor on `s` is about to switch out; `park`: it waits for something.
 [[gnu::always_inline]] inline void on_leave(scheduler& s, slot& sl, bool park) noexcept {
-    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
+    if (compiled_in && detail::hooks_on(detail::hook_causal)) [[unlikely]]
         leaving(s, sl, park);
 }
 /// The actor is back on `s`; `after_park`: it had parked (not yielded).
 [[gnu::always_inline]] inline void on_resume(scheduler& s, slot& sl, bool after_park) noexcept {
-    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
+    if (compiled_in && detail::hooks_on(detail::hook_causal)) [[unlikely]]
         resumed(s, sl, after_park);
 }
 /// The actor on `s` is about to park on the world outside (IO, the
@@ -85,7 +85,7 @@ inline constexpr bool compiled_in = SMARM_CAUSAL_ENABLED != 0;
 /// comes from an actor of the same slowed timeline, or from outside, which
 /// the woken actor's own debt covers).
 [[gnu::always_inline]] inline void on_idle(scheduler& s) noexcept {
-    if (compiled_in && armed.load(std::memory_order_relaxed)) [[unlikely]]
+    if (compiled_in && detail::hooks_on(detail::hook_causal)) [[unlikely]]
         idle(s);
 }
 

@@ -32,6 +32,19 @@ namespace smarm::internal {
 
 namespace {
 
+// The observers' hooks at a switch (the causal profiler's, the tracer's):
+// one relaxed load for all of them while none watches.
+[[gnu::always_inline]] inline bool switch_watched() noexcept {
+    if constexpr (!causal_hooks::compiled_in && !trace_hooks::compiled_in) return false;
+    return detail::hook_bits.load(std::memory_order_relaxed) != 0;
+}
+[[gnu::always_inline]] inline void resumed_hooks(scheduler& s, slot& sl, bool after_park) noexcept {
+    if (switch_watched()) [[unlikely]] {
+        causal_hooks::on_resume(s, sl, after_park);
+        trace_hooks::on_resume(s, sl);
+    }
+}
+
 [[gnu::always_inline]] inline bctx::transfer_t jump(bctx::fcontext_t to, void* data) noexcept {
 #if SMARM_INLINE_PARK
     fiber_transfer t = smarm_jump_fcontext(to, data);
@@ -96,8 +109,7 @@ void restore_eh(scheduler* s, slot& sl) noexcept {
 [[noreturn]] void actor_entry(bctx::transfer_t t) noexcept {
     slot& sl = *static_cast<scheduler*>(t.data)->current;
     switched_in(t, sl);
-    causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, false);
-    trace_hooks::on_resume(*static_cast<scheduler*>(t.data), sl);
+    resumed_hooks(*static_cast<scheduler*>(t.data), sl, false);
     try {
         sl.vt->invoke(sl.task);
         sl.set_end_kind(exit_kind::exit);
@@ -174,8 +186,10 @@ struct leaving {
 [[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why,
                                             detail::wait_reason wr = detail::wait_reason::other,
                                             std::uint32_t arg = 0) noexcept {
-    causal_hooks::on_leave(*s, sl, why == switch_reason::park);
-    trace_hooks::on_leave(*s, sl, why, wr, arg);
+    if (switch_watched()) [[unlikely]] {
+        causal_hooks::on_leave(*s, sl, why == switch_reason::park);
+        trace_hooks::on_leave(*s, sl, why, wr, arg);
+    }
     save_eh(s, sl);
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.
@@ -218,8 +232,7 @@ struct leaving {
     bctx::transfer_t t = jump(l.to, l.s);
     // Resumed, possibly by another scheduler thread.
     switched_in(t, sl);
-    causal_hooks::on_resume(*static_cast<scheduler*>(t.data), sl, why == switch_reason::park);
-    trace_hooks::on_resume(*static_cast<scheduler*>(t.data), sl);
+    resumed_hooks(*static_cast<scheduler*>(t.data), sl, why == switch_reason::park);
     return sl;
 }
 }  // namespace
@@ -267,8 +280,7 @@ std::uint32_t park_end(fiber_transfer from) {
     // Whoever resumed us made us current first (make_current).
     slot& sl = *s->current;
     switched_in({from.ctx, from.data}, sl);
-    causal_hooks::on_resume(*s, sl, true);
-    trace_hooks::on_resume(*s, sl);
+    resumed_hooks(*s, sl, true);
     return parked(sl).word.begin_wait();
 }
 #endif

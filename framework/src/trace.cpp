@@ -15,7 +15,7 @@
 //   j's write, the release on that word makes claimed >= j + 1 visible to
 //   the later acquire, so the slot it overwrote is discarded: no torn event
 //   is kept. (Release stores and acquire loads are plain moves on x86-64.)
-// - detail::trace_on gates every event site (relaxed); g.session (acquire
+// - detail::hook_trace gates every event site (relaxed); g.session (acquire
 //   by writers, bumped under g.mu) tells a writer its ring is stale.
 
 #include <smarm/trace.hpp>
@@ -132,8 +132,7 @@ std::string default_thread_name() {
 [[gnu::noinline]] trace_ring* attach(thread_state& t, std::uint64_t session) noexcept {
     try {
         std::lock_guard lk(g.mu);
-        if (!detail::trace_on.load(std::memory_order_relaxed) ||
-            g.session.load(std::memory_order_relaxed) != session)
+        if (!detail::trace_active() || g.session.load(std::memory_order_relaxed) != session)
             return nullptr;
         const std::uint64_t cap = round_up_pow2(g.opts.buffer_bytes / event_bytes);
         if (t.r == nullptr) {
@@ -436,7 +435,7 @@ class renderer {
                          [](const rec& x, const rec& y) { return x.ts < y.ts; });
         std::unordered_set<std::uint32_t> sent, received;
         for (const rec& r : recs) {
-            if (r.k == kind::send) sent.insert(r.x);
+            if (r.k == kind::send && r.sub == 0) sent.insert(r.x);
             if (r.k == kind::recv) received.insert(r.x);
         }
         for (const rec& r : recs) {
@@ -448,6 +447,10 @@ class renderer {
         const std::uint64_t end = recs.empty() ? d_.t0 : recs.back().ts;
         for (auto& [track, run] : runs_)
             if (run.open) slice(track, run, end, nullptr);
+        // A job whose end came after the export began (it wakes its actor
+        // before it records its end) runs to the trace's end.
+        for (auto& [track, job] : jobs_)
+            if (job.open) job_slice(track, job, end);
         for (auto& [w, a] : actors_)
             close_actor(w, a, end, recs.empty() ? 0 : recs.back().track, nullptr);
     }
@@ -477,6 +480,18 @@ class renderer {
                 run_state& run = runs_[r.track];
                 if (run.open) slice(r.track, run, r.ts, nullptr);  // an end we lost
                 run = {true, r.a, r.ts};
+                // Messages handed to its slot while it was parked: this run
+                // receives them.
+                if (auto h = handed_.find(r.a); h != handed_.end()) {
+                    for (const rec& sent : h->second) {
+                        const std::uint32_t id = next_handoff_id_++;
+                        flow('s', sent, id);
+                        rec end = r;
+                        end.a = r.a;
+                        flow('f', end, id);
+                    }
+                    handed_.erase(h);
+                }
                 break;
             }
             case kind::run_end: {
@@ -507,10 +522,14 @@ class renderer {
                 break;
             }
             case kind::send:
-                if (flows_.count(r.x)) flow('s', r);
+                if (r.sub == 1 && trace_hooks::is_pid(r.b)) {
+                    handed_[r.b].push_back(r);
+                } else if (flows_.count(r.x)) {
+                    flow('s', r, r.x);
+                }
                 break;
             case kind::recv:
-                if (flows_.count(r.x)) flow('f', r);
+                if (flows_.count(r.x)) flow('f', r, r.x);
                 break;
             case kind::io_ready:
                 instant("io ready", r,
@@ -554,12 +573,7 @@ class renderer {
             case kind::job_end: {
                 run_state& job = jobs_[r.track];
                 if (!job.open || job.pid != r.a) job = {true, r.a, first_ts_[r.track]};
-                begin_event();
-                body += "{\"ph\":\"X\",\"name\":" + json_string("job for " + label(r.a)) +
-                        ",\"cat\":\"job\",\"pid\":" + std::to_string(pid_) + ",\"tid\":" +
-                        std::to_string(r.track) + ",\"ts\":" + us(job.begin) + ",\"dur\":" +
-                        dur(job.begin, r.ts) + ",\"args\":{\"for\":\"" + pid_text(r.a) + "\"}}";
-                job.open = false;
+                job_slice(r.track, job, r.ts);
                 break;
             }
             case kind::counter: {
@@ -619,6 +633,16 @@ class renderer {
         run.open = false;
     }
 
+    void job_slice(unsigned track, run_state& job, std::uint64_t end) {
+        begin_event();
+        body += "{\"ph\":\"X\",\"name\":" + json_string("job for " + label(job.pid)) +
+                ",\"cat\":\"job\",\"pid\":" + std::to_string(pid_) +
+                ",\"tid\":" + std::to_string(track) + ",\"ts\":" + us(job.begin) +
+                ",\"dur\":" + dur(job.begin, end) + ",\"args\":{\"for\":\"" + pid_text(job.pid) +
+                "\"}}";
+        job.open = false;
+    }
+
     void async(char ph, std::uint64_t w, const std::string& name, std::uint64_t ts, unsigned track,
                const std::string& args) {
         begin_event();
@@ -631,11 +655,11 @@ class renderer {
         body += "}";
     }
 
-    void flow(char ph, const rec& r) {
+    void flow(char ph, const rec& r, std::uint32_t id) {
         begin_event();
         body += "{\"ph\":\"";
         body += ph;
-        body += "\",\"cat\":\"message\",\"name\":\"message\",\"id\":" + std::to_string(r.x) +
+        body += "\",\"cat\":\"message\",\"name\":\"message\",\"id\":" + std::to_string(id) +
                 ",\"pid\":" + std::to_string(pid_) + ",\"tid\":" + std::to_string(r.track) +
                 ",\"ts\":" + us(r.ts);
         if (ph == 'f') body += ",\"bp\":\"e\"";
@@ -704,6 +728,9 @@ class renderer {
     std::unordered_map<unsigned, std::uint64_t> first_ts_;
     std::unordered_map<unsigned, run_state> runs_;
     std::unordered_map<unsigned, run_state> jobs_;  // blocking-pool jobs, by track
+    /// Hand-off sends waiting for their receiver's next run, by its pid.
+    std::unordered_map<std::uint64_t, std::vector<rec>> handed_;
+    std::uint32_t next_handoff_id_ = 0x80000000u;  // apart from recorded flow ids
     std::unordered_map<std::uint64_t, actor_state> actors_;
 };
 
@@ -737,15 +764,16 @@ void start(const options& opts) {
     g.next_track = 1;
     g.t0 = detail::ticks();
     g.session.fetch_add(1, std::memory_order_release);
-    detail::trace_on.store(true, std::memory_order_relaxed);
+    detail::hook_bits.fetch_or(detail::hook_trace, std::memory_order_relaxed);
 }
 
 void stop() noexcept {
-    detail::trace_on.store(false, std::memory_order_relaxed);
+    detail::hook_bits.fetch_and(static_cast<std::uint8_t>(~detail::hook_trace),
+                                std::memory_order_relaxed);
 }
 
 bool recording() noexcept {
-    return detail::trace_on.load(std::memory_order_relaxed);
+    return detail::trace_active();
 }
 
 std::string to_json(const export_options& opts, summary* result) {
@@ -863,16 +891,28 @@ namespace smarm::detail {
 
 using namespace smarm::internal;
 
+std::uint32_t trace_flow_id() noexcept {
+    thread_state& t = self();
+    for (;;) {
+        if (t.flow_next == t.flow_end) {  // ids in blocks: one shared RMW per 1024
+            t.flow_next = g.next_flow.fetch_add(1024, std::memory_order_relaxed);
+            t.flow_end = t.flow_next + 1024;
+        }
+        // 31 bits (the renderer's own ids for hand-offs have the top bit).
+        const std::uint32_t flow = t.flow_next++ & 0x7fffffffu;
+        if (flow != 0) return flow;
+    }
+}
+
+void trace_sent(std::uint32_t flow, pid to) noexcept {
+    trace_hooks::record(kind::send, flow == 0 ? 1 : 0, 0, flow, trace_hooks::word(current_actor()),
+                        trace_hooks::word(to));
+}
+
 std::uint64_t trace_send() noexcept {
     if (!trace_active()) return 0;
-    thread_state& t = self();
-    if (t.flow_next == t.flow_end) {  // ids in blocks: one shared RMW per 1024 sends
-        t.flow_next = g.next_flow.fetch_add(1024, std::memory_order_relaxed);
-        if (t.flow_next == 0) t.flow_next = 1;  // 0 is "not recorded"; the wrap skips it
-        t.flow_end = t.flow_next + 1024;
-    }
-    const std::uint32_t flow = t.flow_next++;
-    trace_hooks::record(kind::send, 0, 0, flow, trace_hooks::word(current_actor()), 0);
+    const std::uint32_t flow = trace_flow_id();
+    trace_sent(flow, pid{});
     return flow;
 }
 

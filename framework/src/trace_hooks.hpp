@@ -1,7 +1,8 @@
 #pragma once
 // The tracer's event sites in the runtime (trace.cpp; the model is in
 // include/smarm/trace.hpp). Each site is one relaxed load of
-// detail::trace_on while not recording, and folds away under
+// detail::hook_bits while not recording (the switch's sites share theirs
+// with the causal profiler's, fiber.cpp), and folds away under
 // -DSMARM_TRACE=OFF.
 
 #include <smarm/detail/wait.hpp>
@@ -21,7 +22,8 @@ enum class kind : std::uint8_t {
     run_end,        ///< a = pid, sub = leave, extra = wait_reason, x = wait argument (fd)
     spawn,          ///< a = child, b = parent (no_pid: none)
     exit,           ///< a = pid, sub = exit_kind
-    send,           ///< a = sender (no_pid outside an actor), x = flow
+    send,           ///< a = sender (no_pid outside an actor), x = flow; sub 1: handed
+                    ///< to the parked receiver b (x = 0), its next run receives
     recv,           ///< a = receiver, x = flow
     io_ready,       ///< a = pid woken, x = fd, sub = 0 read / 1 write
     timer,          ///< a = pid woken (no_pid: a call timer)

@@ -109,13 +109,10 @@ struct queued {
 #endif
 };
 
-/// The send's trace event, if recording: the flow id the receive records.
-[[gnu::always_inline]] inline std::uint32_t trace_send_flow() noexcept {
-    if (trace_active()) [[unlikely]]
-        return static_cast<std::uint32_t>(trace_send());
-    return 0;
-}
-/// The receive's trace event for a message sent as `flow`.
+/// The receive's trace event for a message sent as `flow` (queued while
+/// recording). A message handed to a parked receiver's slot records nothing
+/// on the receiving side: the send names the receiver, whose next run is
+/// the receive (smarm/trace.hpp).
 [[gnu::always_inline]] inline void trace_recv_flow(std::uint32_t flow) noexcept {
     if (flow != 0) [[unlikely]]
         trace_recv(flow);
@@ -131,9 +128,6 @@ class channel_state final : public select_source {
     /// A parked recv()'s slot and its full flag (see the header comment).
     std::optional<T>* handoff = nullptr;        // guarded by mu
     std::atomic<bool>* handoff_full = nullptr;  // guarded by mu
-    /// The trace flow of the message handed to the slot: written under mu
-    /// before the full flag's release, read by the receiver after its acquire.
-    std::uint32_t handoff_flow = 0;
     std::size_t senders = 1;                    // guarded by mu
     bool receiver_alive = true;                 // guarded by mu
 
@@ -193,23 +187,28 @@ class sender {
         if (!st_) return send_result<T>{std::move(v)};
         pid w;
         std::uint32_t e = 0;
-        const std::uint32_t flow = detail::trace_send_flow();
+        std::uint32_t flow = 0;  // a queued message's, while tracing
         {
             std::lock_guard g(st_->mu);
             if (!st_->receiver_alive) return send_result<T>{std::move(v)};
             if (st_->handoff != nullptr) [[likely]] {
                 st_->handoff->emplace(std::move(v));
-                if constexpr (SMARM_TRACE_ENABLED) st_->handoff_flow = flow;
                 // release: the receiver reads the slot after an acquire of
                 // this flag, without the lock.
                 st_->handoff_full->store(true, std::memory_order_release);
                 st_->handoff = nullptr;
             } else {
+                if (detail::trace_active()) [[unlikely]]
+                    flow = detail::trace_flow_id();
                 st_->queue.push_back(detail::queued<T>(std::move(v), flow));
             }
             w = std::exchange(st_->waiter, pid{});
             e = st_->waiter_epoch;
         }
+        // Outside the lock (recording may allocate a thread's first buffer):
+        // flow 0 is a hand-off to the parked receiver `w`.
+        if (detail::trace_active()) [[unlikely]]
+            detail::trace_sent(flow, w);
         // Wake, then the observation point - after the push: a send that
         // returns has delivered, even when the sender is then preempted or
         // stopped here.
@@ -278,29 +277,26 @@ class receiver {
         std::optional<T> out;  // the hand-off slot (one named result: NRVO)
         std::atomic<bool> full{false};
         for (;;) {
-            std::uint32_t flow = 0;
             {
                 std::lock_guard g(st_->mu);
                 if (!st_->queue.empty()) {
                     detail::count_received(w);
                     auto q = st_->queue.pop_front();
+                    // Under the lock (this path is recv()'s hot one: no
+                    // second test on the way to the park); recording
+                    // allocates only at a thread's first event of a trace.
+                    detail::trace_recv_flow(q.flow);
                     out.emplace(std::move(q.value));
-                    flow = q.flow;
-                } else {
-                    if (st_->senders == 0) return out;
-                    st_->register_waiter(w.self, w.epoch, call);
-                    st_->handoff = &out;
-                    st_->handoff_full = &full;
+                    return out;
                 }
-            }
-            if (out) {
-                detail::trace_recv_flow(flow);
-                return out;
+                if (st_->senders == 0) return out;
+                st_->register_waiter(w.self, w.epoch, call);
+                st_->handoff = &out;
+                st_->handoff_full = &full;
             }
             const std::uint32_t next_epoch = park_for_handoff(out, full);
             if (out) {
                 detail::count_received(w);
-                if constexpr (SMARM_TRACE_ENABLED) detail::trace_recv_flow(st_->handoff_flow);
                 return out;
             }
             w.epoch = next_epoch;
@@ -404,7 +400,9 @@ class receiver {
             st_->handoff = nullptr;
             st_->handoff_full = nullptr;
         } else if (out && unwinding) {
-            st_->queue.push_front(detail::queued<T>(std::move(*out), st_->handoff_flow));
+            // Its send named this receiver's next run as the receive: the
+            // flow ends at the unwinding run.
+            st_->queue.push_front(detail::queued<T>(std::move(*out), 0));
             out.reset();
         }
     }

@@ -46,6 +46,8 @@
 #include <string>
 #include <string_view>
 
+#include <smarm/detail/hooks.hpp>
+
 #ifndef SMARM_TRACE_ENABLED
 #define SMARM_TRACE_ENABLED 1
 #endif
@@ -114,21 +116,24 @@ void span_end(std::uint32_t status = 0, std::uint64_t bytes = 0) noexcept;
 
 namespace smarm::detail {
 
-/// True while recording. Relaxed: an event site that reads a stale value
-/// records one event more or less at a start or stop, nothing else.
-inline std::atomic<bool> trace_on{false};
-
-/// Is an event site live? One relaxed load; false when compiled out.
+/// Is an event site live (detail::hook_trace set while recording)? One
+/// relaxed load; false when compiled out.
 [[gnu::always_inline]] inline bool trace_active() noexcept {
 #if SMARM_TRACE_ENABLED
-    return trace_on.load(std::memory_order_relaxed);
+    return hooks_on(hook_trace);
 #else
     return false;
 #endif
 }
 
-/// Records a message send by the calling actor (or thread) and returns the
-/// flow id its receive records (0: not recorded).
+/// A fresh flow id (31 bits, never 0), recording nothing.
+std::uint32_t trace_flow_id() noexcept;
+/// Records a message send by the calling actor (or thread): `flow` non-zero
+/// is a queued message whose receive records trace_recv(flow); 0 is a
+/// message handed to the parked receiver `to`, whose next run receives it.
+void trace_sent(std::uint32_t flow, pid to) noexcept;
+/// trace_sent(trace_flow_id(), no receiver) when recording; returns the
+/// flow (0: not recorded).
 std::uint64_t trace_send() noexcept;
 /// Records the receive of the message sent as `flow` (non-zero).
 void trace_recv(std::uint64_t flow) noexcept;

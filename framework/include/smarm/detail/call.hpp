@@ -98,7 +98,9 @@ class reply_to {
         using st = detail::reply_cell::state;
         pid w;
         std::uint32_t e = 0;
-        const std::uint32_t flow = value != nullptr ? detail::trace_send_flow() : 0;
+        const std::uint32_t flow = value != nullptr && detail::trace_active()
+                                       ? static_cast<std::uint32_t>(detail::trace_send())
+                                       : 0;
         {
             std::lock_guard g(c->mu);
             if (c->call != call_ || c->st != st::waiting) return false;

@@ -64,6 +64,11 @@ snapshot take_snapshot() {
     return s;
 }
 
+runtime_stats stats() {
+    detail::runtime_impl* rt = internal::active_runtime();
+    return rt == nullptr ? runtime_stats{} : rt->stats();
+}
+
 std::optional<actor_info> info(pid p) {
     detail::runtime_impl* rt = internal::active_runtime();
     if (rt == nullptr) return std::nullopt;

@@ -326,6 +326,19 @@ runtime_stats runtime_impl::stats() const {
         st.overruns = s.overruns.load(std::memory_order_relaxed);
         st.timer_fires = s.timers.fires.load(std::memory_order_relaxed);
         st.queue_len = queue_.size();
+        // Utilisation: a spell in progress counts as parked (a reader
+        // racing its end may count a few ticks twice: a bounded blur).
+        const std::uint64_t now = ticks(), began = s.started.load(std::memory_order_relaxed);
+        const std::uint64_t since = s.idle_since.load(std::memory_order_relaxed);
+        const double tpn = ticks_per_ns();
+        const auto ns = [tpn](std::uint64_t t) { return static_cast<std::uint64_t>(t / tpn); };
+        st.spinning_ns = ns(s.spin_ticks.load(std::memory_order_relaxed));
+        st.parked_ns = ns(s.park_ticks.load(std::memory_order_relaxed) +
+                          (since != 0 && now > since ? now - since : 0));
+        st.running_ns = began != 0 && now > began ? ns(now - began) : 0;
+        st.busy_ns = st.running_ns > st.spinning_ns + st.parked_ns
+                         ? st.running_ns - st.spinning_ns - st.parked_ns
+                         : 0;
         r.schedulers.push_back(st);
     }
     for (unsigned i = 0; i < cfg_.schedulers; ++i)

@@ -32,6 +32,7 @@ runtime_impl::verdict runtime_impl::judge(std::uint32_t io, std::memory_order mo
 
 void runtime_impl::schedule_loop(scheduler& s) {
     tl_sched = &s;
+    s.started.store(ticks(), std::memory_order_relaxed);
     fiber_thread_init(s);
     s.timers.reserve();
     for (;;) {
@@ -62,7 +63,18 @@ void runtime_impl::schedule_loop(scheduler& s) {
                 break;
         }
         causal_hooks::on_idle(s);
-        if (!idle_spin(s)) park_idle(s);
+        // Utilisation: two clock reads per idle spell (never on the busy
+        // path). idle_since lets a reader count a spell still in progress.
+        const std::uint64_t t0 = ticks();
+        s.idle_since.store(t0, std::memory_order_relaxed);
+        const bool found = idle_spin(s);
+        const std::uint64_t t1 = ticks();
+        bump(s.spin_ticks, t1 - t0);
+        if (!found) {
+            park_idle(s);
+            bump(s.park_ticks, ticks() - t1);
+        }
+        s.idle_since.store(0, std::memory_order_relaxed);
         causal_hooks::on_idle(s);  // the time spun or parked is idle too
     }
 }

@@ -118,6 +118,10 @@ struct alignas(64) scheduler {
 
     // ---- counters (written by the owner, read by stats()) ----
     std::atomic<std::uint64_t> pops{0}, parks{0}, wakes{0}, yields{0}, overruns{0}, spawns{0};
+    /// Utilisation (ticks): when the loop started, the time spent idle
+    /// spinning and parked, and when the idle spell in progress began (0:
+    /// none). Busy is the rest. Read at the idle transitions only.
+    std::atomic<std::uint64_t> started{0}, spin_ticks{0}, park_ticks{0}, idle_since{0};
 };
 
 /// Increment a counter that only one thread writes at a time (no lock prefix).

@@ -130,6 +130,25 @@ class scrape_time_collector : public prometheus::Collectable {
             sample(f, v);
             out.push_back(std::move(f));
         };
+        // Utilisation per scheduler: rate() of each state's seconds is the
+        // share of that scheduler's time in it.
+        auto util = family("smarm_scheduler_seconds_total",
+                           "Seconds each scheduler thread spent busy (running actors and the "
+                           "loop), spinning idle, or parked.",
+                           MetricType::Counter);
+        for (std::size_t i = 0; i < snap.stats.schedulers.size(); ++i) {
+            const auto& k = snap.stats.schedulers[i];
+            const std::string id = std::to_string(i);
+            for (auto [state, ns] :
+                 {std::pair{"busy", k.busy_ns}, std::pair{"spinning", k.spinning_ns},
+                  std::pair{"parked", k.parked_ns}}) {
+                prometheus::ClientMetric m;
+                m.label = {{"scheduler", id}, {"state", state}};
+                m.counter.value = static_cast<double>(ns) / 1e9;
+                util.metric.push_back(std::move(m));
+            }
+        }
+        out.push_back(std::move(util));
         counter("smarm_actor_spawns_total", "Actors spawned.",
                 static_cast<double>(snap.stats.spawns));
         counter("smarm_scheduler_parks_total", "Times a scheduler thread parked idle.",

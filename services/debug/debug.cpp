@@ -16,6 +16,35 @@ void field(std::string& out, const char* name, std::uint64_t v, bool comma = tru
     out += std::to_string(v);
 }
 
+/// The runtime's counters as a JSON object; each scheduler's utilisation
+/// since the run began (busy + spinning + parked = running).
+void append_stats(std::string& out, const runtime_stats& st) {
+    out += '{';
+    field(out, "spawns", st.spawns, false);
+    field(out, "live_actors", st.live_actors);
+    field(out, "timers_pending", st.timers_pending);
+    field(out, "run_queue_len", st.run_queue_len);
+    out += ",\"schedulers\":[";
+    for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
+        auto& k = st.schedulers[i];
+        if (i) out += ',';
+        out += '{';
+        field(out, "id", i, false);
+        field(out, "pops", k.pops);
+        field(out, "parks", k.parks);
+        field(out, "wakes", k.wakes);
+        field(out, "yields", k.yields);
+        field(out, "overruns", k.overruns);
+        field(out, "timer_fires", k.timer_fires);
+        field(out, "running_ns", k.running_ns);
+        field(out, "busy_ns", k.busy_ns);
+        field(out, "spinning_ns", k.spinning_ns);
+        field(out, "parked_ns", k.parked_ns);
+        out += '}';
+    }
+    out += "]}";
+}
+
 }  // namespace
 
 std::string actors_json(const introspect::snapshot& s) {
@@ -51,25 +80,9 @@ std::string actors_json(const introspect::snapshot& s) {
         out += a.stop_requested ? "true" : "false";
         out += '}';
     }
-    out += "],\"stats\":{";
-    field(out, "spawns", s.stats.spawns, false);
-    field(out, "live_actors", s.stats.live_actors);
-    field(out, "timers_pending", s.stats.timers_pending);
-    field(out, "run_queue_len", s.stats.run_queue_len);
-    out += ",\"schedulers\":[";
-    for (std::size_t i = 0; i < s.stats.schedulers.size(); ++i) {
-        auto& k = s.stats.schedulers[i];
-        if (i) out += ',';
-        out += '{';
-        field(out, "pops", k.pops, false);
-        field(out, "parks", k.parks);
-        field(out, "wakes", k.wakes);
-        field(out, "yields", k.yields);
-        field(out, "overruns", k.overruns);
-        field(out, "timer_fires", k.timer_fires);
-        out += '}';
-    }
-    out += "]}}\n";
+    out += "],\"stats\":";
+    append_stats(out, s.stats);
+    out += "}\n";
     return out;
 }
 
@@ -77,6 +90,12 @@ void add_debug_routes(http::router& r) {
     r.get("/debug/actors", [](http::request&) {
         return http::response(http::status::ok, actors_json(introspect::take_snapshot()),
                               "application/json");
+    });
+    r.get("/debug/schedulers", [](http::request&) {
+        std::string out;
+        append_stats(out, introspect::stats());
+        out += '\n';
+        return http::response(http::status::ok, std::move(out), "application/json");
     });
     r.get("/debug/tree", [](http::request&) {
         return http::response(http::status::ok, introspect::render_tree(introspect::tree()));

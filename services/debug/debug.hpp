@@ -2,6 +2,10 @@
 // Debug endpoints over the runtime's introspection:
 //   GET /debug/actors  every live actor and the runtime counters, as JSON
 //                      (format version in "version"; fields are only added)
+//   GET /debug/schedulers  the runtime counters alone (no actor walk): per
+//                      scheduler pops, parks, yields and utilisation since
+//                      the run began (running_ns = busy_ns + spinning_ns +
+//                      parked_ns); two reads give the interval's
 //   GET /debug/tree    the parentage forest, indented text
 // They expose internals: mount them on an admin listener or loopback only.
 // The causal profiler's routes, which act on the process, are
@@ -17,7 +21,7 @@ namespace smarm::services {
 /// The JSON document /debug/actors serves.
 std::string actors_json(const introspect::snapshot& s);
 
-/// Adds GET /debug/actors and GET /debug/tree to `r`.
+/// Adds GET /debug/actors, /debug/schedulers and /debug/tree to `r`.
 void add_debug_routes(http::router& r);
 
 }  // namespace smarm::services

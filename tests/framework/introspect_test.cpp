@@ -66,6 +66,40 @@ SMARM_TEST(Introspect, OrphansAreReRootedAndFlagged) {
     (void)gotx.send(1);
 }
 
+// Utilisation per scheduler: an actor computing for 200 ms keeps one
+// scheduler busy for that long; the parts add up to the running time; an
+// idle runtime's time goes to spinning and parked, not busy.
+SMARM_TEST(Introspect, SchedulerUtilisationSplitsBusySpinningAndParked) {
+    const auto before = smarm::introspect::stats();
+    ASSERT_EQ(before.schedulers.size(), 2u);
+    auto busy = smarm::spawn([] {
+        const auto until = std::chrono::steady_clock::now() + 200ms;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+    });
+    busy.join();
+    const auto mid = smarm::introspect::stats();
+    std::uint64_t busy_gain = 0;
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& k = mid.schedulers[i];
+        EXPECT_EQ(k.busy_ns + k.spinning_ns + k.parked_ns, k.running_ns) << i;
+        // (A scheduler thread may have started just after `before`.)
+        EXPECT_GE(k.running_ns, before.schedulers[i].running_ns + 150'000'000) << i;
+        busy_gain = std::max(busy_gain, k.busy_ns - before.schedulers[i].busy_ns);
+    }
+    // The spinning actor's 200 ms are one scheduler's busy time (wall time:
+    // a preempted thread still counts as busy).
+    EXPECT_GE(busy_gain, 190'000'000u);
+    // Now idle: both schedulers' next 100 ms are mostly idle time.
+    smarm::sleep(100ms);
+    const auto after = smarm::introspect::stats();
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto idle = (after.schedulers[i].spinning_ns + after.schedulers[i].parked_ns) -
+                          (mid.schedulers[i].spinning_ns + mid.schedulers[i].parked_ns);
+        EXPECT_GE(idle, 50'000'000u) << i;
+    }
+}
+
 SMARM_TEST(Introspect, MessagesReceivedAreCounted) {
     auto [tx, rx] = smarm::channel<int>();
     for (int i = 0; i < 5; ++i)

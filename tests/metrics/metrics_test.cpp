@@ -110,6 +110,13 @@ TEST(Metrics, ExpositionIsStrictAndCountersMove) {
         EXPECT_GT(s["process_resident_memory_bytes"], 1e6);
         EXPECT_GT(s["process_open_fds"], 2);
         EXPECT_TRUE(s.count(R"(smarm_actors{state="parked"})"));
+        // Every scheduler's time, by state; the run has been busy a little.
+        for (const char* state : {"busy", "spinning", "parked"})
+            EXPECT_TRUE(
+                s.count(std::string(R"(smarm_scheduler_seconds_total{scheduler="0",state=")") +
+                        state + "\"}"))
+                << state;
+        EXPECT_GT((s[R"(smarm_scheduler_seconds_total{scheduler="0",state="busy"})"]), 0);
         // The raw path never becomes a label value.
         for (auto& [k, v] : s)
             EXPECT_EQ(k.find("/hello/a"), std::string::npos) << k;

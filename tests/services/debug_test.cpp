@@ -39,6 +39,14 @@ TEST(Debug, ActorsJsonNamesRegisteredActorsAndTreeRenders) {
         EXPECT_EQ(a->body.rfind("{\"version\":1,\"actors\":[", 0), 0u) << a->body;
         EXPECT_NE(a->body.find("\"names\":[\"debug-probe\"]"), std::string::npos) << a->body;
         EXPECT_NE(a->body.find("\"stats\":{\"spawns\":"), std::string::npos);
+        auto k = c.get("/debug/schedulers");
+        ASSERT_TRUE(k);
+        EXPECT_EQ(k->status, 200u);
+        EXPECT_EQ(k->header("content-type"), "application/json");
+        EXPECT_EQ(k->body.rfind("{\"spawns\":", 0), 0u) << k->body;
+        for (const char* f : {"\"schedulers\":[{\"id\":0,", "\"running_ns\":", "\"busy_ns\":",
+                              "\"spinning_ns\":", "\"parked_ns\":", "\"run_queue_len\":"})
+            EXPECT_NE(k->body.find(f), std::string::npos) << f << " in " << k->body;
         auto t = c.get("/debug/tree");
         ASSERT_TRUE(t);
         EXPECT_EQ(t->status, 200u);

@@ -45,6 +45,9 @@ struct snapshot {
 
 /// Every live actor of the running runtime (empty when none runs).
 snapshot take_snapshot();
+/// The running runtime's counters alone (no actor walk; empty when none
+/// runs): per-scheduler utilisation for a page that polls it.
+runtime_stats stats();
 /// One actor, or nullopt when `p` is not live (stale or finished and reaped).
 std::optional<actor_info> info(pid p);
 

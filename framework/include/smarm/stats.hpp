@@ -16,6 +16,13 @@ struct scheduler_stats {
     std::uint64_t overruns = 0;  ///< actors that ran past twice their timeslice
     std::uint64_t timer_fires = 0;
     std::uint64_t queue_len = 0;
+    /// Utilisation since the run began, in nanoseconds: running_ns =
+    /// busy_ns + spinning_ns (idle, polling for work) + parked_ns (asleep).
+    /// Two reads a second apart give the utilisation of that second.
+    std::uint64_t running_ns = 0;
+    std::uint64_t busy_ns = 0;
+    std::uint64_t spinning_ns = 0;
+    std::uint64_t parked_ns = 0;
 };
 
 /// A copy of the runtime's counters (smarm::runtime::stats()).

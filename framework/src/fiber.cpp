@@ -190,6 +190,7 @@ struct leaving {
         causal_hooks::on_leave(*s, sl, why == switch_reason::park);
         trace_hooks::on_leave(*s, sl, why, wr, arg);
     }
+    sl.wait_why.store(static_cast<std::uint8_t>(wr), std::memory_order_relaxed);
     save_eh(s, sl);
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.

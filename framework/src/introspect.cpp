@@ -24,6 +24,11 @@ std::optional<actor_info> read_slot(internal::slot& sl, std::optional<std::uint3
         if (want_gen && *want_gen != gen) return std::nullopt;
         a.id = pid{sl.index, gen};
         a.state = internal::to_string(st);
+        if (st == internal::actor_state::parked) {
+            a.wait = detail::to_string(
+                static_cast<detail::wait_reason>(sl.wait_why.load(std::memory_order_relaxed)));
+            a.wait_epoch = state_word::epoch_of(w);
+        }
         a.parent = sl.parent;
         if (sl.ext) {
             a.joiners = static_cast<std::uint32_t>(sl.ext->joiners.size());

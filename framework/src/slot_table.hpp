@@ -111,6 +111,10 @@ struct alignas(64) slot {
     /// The wait in progress is on the world outside (IO readiness, a
     /// blocking-pool job): its resume owes the delay, not forgives it.
     bool causal_external = false;
+    /// What its last park waited for (detail::wait_reason), written by the
+    /// thread running it at each park; relaxed: introspection reads it
+    /// beside the state word, a snapshot is per actor, not a protocol.
+    std::atomic<std::uint8_t> wait_why{0};
     std::uint32_t causal_debt_window = 0;  ///< the window (its epoch) the debt is from
     std::uint64_t causal_ext_base = 0;     ///< the global ledger when that wait began
     std::uint64_t causal_debt = 0;         ///< ticks owed by this actor itself

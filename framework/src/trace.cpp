@@ -365,30 +365,7 @@ std::string pid_text(std::uint64_t w) {
 }
 
 const char* wait_name(std::uint16_t r) {
-    switch (static_cast<detail::wait_reason>(r)) {
-        case detail::wait_reason::channel:
-            return "channel";
-        case detail::wait_reason::call:
-            return "call reply";
-        case detail::wait_reason::io_read:
-            return "io read";
-        case detail::wait_reason::io_write:
-            return "io write";
-        case detail::wait_reason::timer:
-            return "timer";
-        case detail::wait_reason::mutex:
-            return "mutex";
-        case detail::wait_reason::join:
-            return "join";
-        case detail::wait_reason::select:
-            return "select";
-        case detail::wait_reason::blocking:
-            return "blocking pool";
-        case detail::wait_reason::signal:
-            return "signal";
-        default:
-            return "other";
-    }
+    return detail::to_string(static_cast<detail::wait_reason>(r));
 }
 
 const char* leave_name(std::uint8_t l) {

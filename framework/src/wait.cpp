@@ -87,4 +87,32 @@ void note_message_received() noexcept {
     if (s != nullptr && s->current != nullptr) bump(s->current->messages);
 }
 
+const char* to_string(wait_reason r) noexcept {
+    switch (r) {
+        case wait_reason::channel:
+            return "channel";
+        case wait_reason::call:
+            return "call reply";
+        case wait_reason::io_read:
+            return "io read";
+        case wait_reason::io_write:
+            return "io write";
+        case wait_reason::timer:
+            return "timer";
+        case wait_reason::mutex:
+            return "mutex";
+        case wait_reason::join:
+            return "join";
+        case wait_reason::select:
+            return "select";
+        case wait_reason::blocking:
+            return "blocking pool";
+        case wait_reason::signal:
+            return "signal";
+        case wait_reason::other:
+            break;
+    }
+    return "other";
+}
+
 }  // namespace smarm::detail

@@ -78,6 +78,10 @@ std::string actors_json(const introspect::snapshot& s) {
         out += a.trap_exit ? "true" : "false";
         out += ",\"stop_requested\":";
         out += a.stop_requested ? "true" : "false";
+        out += ",\"wait\":\"";
+        out += a.wait;  // a fixed vocabulary: nothing to escape
+        out += '"';
+        field(out, "wait_epoch", a.wait_epoch);
         out += '}';
     }
     out += "],\"stats\":";

@@ -8,6 +8,7 @@
 
 #include <smarm/causal.hpp>
 #include <smarm/channel.hpp>
+#include <smarm/introspect.hpp>
 #include <smarm/io.hpp>
 #include <smarm/progress.hpp>
 #include <smarm/registry.hpp>
@@ -91,8 +92,14 @@ SMARM_TEST(Causal, SitesNestAndSurviveYields) {
 void wait_on_io_while_injected(std::uint64_t debt) {
     int fds[2];
     ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    const smarm::pid me = smarm::self_pid();
     std::thread world([&] {
-        std::this_thread::sleep_for(5ms);  // after the park, most likely
+        // After the park (a sleep was not enough under TSan's load).
+        for (;;) {
+            auto a = smarm::introspect::info(me);
+            if (a && a->state == "parked" && a->wait == "io read") break;
+            std::this_thread::sleep_for(1ms);
+        }
         causal::inject_for_test(debt);
         ASSERT_EQ(::write(fds[1], "x", 1), 1);
     });

@@ -100,6 +100,38 @@ SMARM_TEST(Introspect, SchedulerUtilisationSplitsBusySpinningAndParked) {
     }
 }
 
+// A parked actor says what it waits for; its wait epoch stays while it
+// stays parked and changes once it has run again.
+SMARM_TEST(Introspect, AParkedActorSaysWhatItWaitsFor) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto receiver = smarm::spawn([rx = std::move(rx)]() mutable {
+        while (rx.recv()) {
+        }
+    });
+    auto sleeper = smarm::spawn([] { smarm::sleep(10s); });
+    auto wait_of = [](smarm::pid p) -> std::pair<std::string, std::uint32_t> {
+        for (int i = 0; i < 2000; ++i) {
+            if (auto a = smarm::introspect::info(p); a && a->state == "parked")
+                return {a->wait, a->wait_epoch};
+            smarm::sleep(1ms);
+        }
+        return {"never parked", 0};
+    };
+    const auto [r1, e1] = wait_of(receiver.id());
+    EXPECT_EQ(r1, "channel");
+    EXPECT_EQ(wait_of(sleeper.id()).first, "timer");
+    smarm::sleep(5ms);
+    EXPECT_EQ(wait_of(receiver.id()).second, e1);  // still the same wait
+    ASSERT_TRUE(tx.send(1).ok());
+    const auto [r2, e2] = wait_of(receiver.id());
+    EXPECT_EQ(r2, "channel");
+    EXPECT_NE(e2, e1);  // it ran and parked again
+    { auto close = std::move(tx); }
+    receiver.join();
+    smarm::request_stop(sleeper.id());
+    (void)sleeper.join();
+}
+
 SMARM_TEST(Introspect, MessagesReceivedAreCounted) {
     auto [tx, rx] = smarm::channel<int>();
     for (int i = 0; i < 5; ++i)

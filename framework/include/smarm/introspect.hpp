@@ -35,6 +35,14 @@ struct actor_info {
     std::uint64_t overruns = 0;                  ///< slices overrun by more than a full slice
     std::uint64_t messages_received = 0;
     bool stop_requested = false;
+    /// While parked: what it waits for ("channel", "call reply", "io read",
+    /// "timer", "mutex", "join", "select", "blocking pool", ...); "" when
+    /// not parked.
+    std::string wait;
+    /// The wait's epoch: the same value in two snapshots means the actor
+    /// stayed parked in between (how long it has waited, at the polling
+    /// rate, without a clock read per park).
+    std::uint32_t wait_epoch = 0;
 };
 
 struct snapshot {

@@ -87,6 +87,9 @@ enum class wait_reason : std::uint8_t {
     signal,
 };
 
+/// "channel", "call reply", "io read", ... ("other" for an unknown value).
+const char* to_string(wait_reason r) noexcept;
+
 /// Switch away until the open wait is unparked. Throws smarm::stopped when a
 /// stop is pending (and the actor is not already unwinding). `why` and `arg`
 /// (an fd for IO) only label the wait.

@@ -82,28 +82,33 @@ void BM_spawn_join_200k(benchmark::State& state) {
     state.counters["per_s"] = per_s;
 }
 
+/// One run of `n` ping-pong round trips on `rt`: ns per round trip.
+double pingpong_ns(smarm::runtime& rt, int n) {
+    double ns = 0;
+    rt.run([&] {
+        auto [ptx, prx] = smarm::channel<int>();
+        auto [qtx, qrx] = smarm::channel<int>();
+        auto echo = smarm::spawn([prx = std::move(prx), qtx = std::move(qtx)] {
+            while (auto v = prx.recv())
+                (void)qtx.send(*v);
+        });
+        auto t0 = steady::now();
+        for (int i = 0; i < n; ++i) {
+            (void)ptx.send(i);
+            (void)qrx.recv();
+        }
+        ns = ms_since(t0) * 1e6 / n;
+        { auto close = std::move(ptx); }
+        echo.join();
+    });
+    return ns;
+}
+
 void BM_pingpong_1M(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
-    constexpr int n = 1'000'000;
     double ns = 0;
-    for (int round = 0; round < 2; ++round) {  // round 0 is the warm-up
-        rt.run([&] {
-            auto [ptx, prx] = smarm::channel<int>();
-            auto [qtx, qrx] = smarm::channel<int>();
-            auto echo = smarm::spawn([prx = std::move(prx), qtx = std::move(qtx)] {
-                while (auto v = prx.recv())
-                    (void)qtx.send(*v);
-            });
-            auto t0 = steady::now();
-            for (int i = 0; i < n; ++i) {
-                (void)ptx.send(i);
-                (void)qrx.recv();
-            }
-            ns = ms_since(t0) * 1e6 / n;
-            { auto close = std::move(ptx); }
-            echo.join();
-        });
-    }
+    for (int round = 0; round < 2; ++round)  // round 0 is the warm-up
+        ns = pingpong_ns(rt, 1'000'000);
     for (auto _ : state)
         benchmark::DoNotOptimize(ns);
     state.counters["ns_per_rt"] = ns;
@@ -117,24 +122,8 @@ void BM_pingpong_traced(benchmark::State& state) {
     smarm::runtime rt(cfg(2));
     constexpr int n = 300'000;
     auto once = [&](bool traced, std::uint64_t& events) {
-        double ns = 0;
         if (traced) smarm::trace::start({.buffer_bytes = std::size_t{8} << 20, .flight = true});
-        rt.run([&] {
-            auto [ptx, prx] = smarm::channel<int>();
-            auto [qtx, qrx] = smarm::channel<int>();
-            auto echo = smarm::spawn([prx = std::move(prx), qtx = std::move(qtx)] {
-                while (auto v = prx.recv())
-                    (void)qtx.send(*v);
-            });
-            auto t0 = steady::now();
-            for (int i = 0; i < n; ++i) {
-                (void)ptx.send(i);
-                (void)qrx.recv();
-            }
-            ns = ms_since(t0) * 1e6 / n;
-            { auto close = std::move(ptx); }
-            echo.join();
-        });
+        const double ns = pingpong_ns(rt, n);
         if (traced) {
             smarm::trace::stop();
             smarm::trace::summary s;

@@ -2,7 +2,10 @@
 
 #include "json.hpp"
 
+#include <charconv>
 #include <cstdio>
+#include <optional>
+#include <string_view>
 
 namespace smarm::services {
 
@@ -47,42 +50,64 @@ void append_stats(std::string& out, const runtime_stats& st) {
 
 }  // namespace
 
+namespace {
+
+/// One actor as a JSON object (the fields of /debug/actors' entries).
+void append_actor(std::string& out, const introspect::actor_info& a) {
+    out += "{\"pid\":";
+    append_json_string(out, a.id.to_string());
+    out += ",\"parent\":";
+    if (a.parent.valid())
+        append_json_string(out, a.parent.to_string());
+    else
+        out += "null";
+    out += ",\"state\":";
+    append_json_string(out, a.state);
+    out += ",\"names\":[";
+    for (std::size_t i = 0; i < a.names.size(); ++i) {
+        if (i) out += ',';
+        append_json_string(out, a.names[i]);
+    }
+    out += "],\"mailbox_depth\":";
+    out += a.mailbox_depth ? std::to_string(*a.mailbox_depth) : "null";
+    field(out, "monitors", a.monitors);
+    field(out, "links", a.links);
+    field(out, "joiners", a.joiners);
+    field(out, "overruns", a.overruns);
+    field(out, "messages_received", a.messages_received);
+    out += ",\"trap_exit\":";
+    out += a.trap_exit ? "true" : "false";
+    out += ",\"stop_requested\":";
+    out += a.stop_requested ? "true" : "false";
+    out += ",\"wait\":";
+    append_json_string(out, a.wait);
+    field(out, "wait_epoch", a.wait_epoch);
+    out += '}';
+}
+
+/// "<0.12.3>" or "12.3" (index.generation); nullopt for anything else.
+std::optional<pid> parse_pid(std::string_view t) {
+    if (t.starts_with("<0.") && t.ends_with(">")) t = t.substr(3, t.size() - 4);
+    const auto dot = t.find('.');
+    if (dot == std::string_view::npos) return std::nullopt;
+    std::uint32_t idx = 0, gen = 0;
+    const auto a = std::from_chars(t.data(), t.data() + dot, idx);
+    const auto b = std::from_chars(t.data() + dot + 1, t.data() + t.size(), gen);
+    if (a.ec != std::errc{} || a.ptr != t.data() + dot || b.ec != std::errc{} ||
+        b.ptr != t.data() + t.size() || dot == 0 || idx == pid::invalid_index)
+        return std::nullopt;
+    return pid{idx, gen};
+}
+
+}  // namespace
+
 std::string actors_json(const introspect::snapshot& s) {
     std::string out = "{\"version\":" + std::to_string(s.version) + ",\"actors\":[";
     bool first = true;
     for (auto& a : s.actors) {
         if (!first) out += ',';
         first = false;
-        out += "{\"pid\":";
-        append_json_string(out, a.id.to_string());
-        out += ",\"parent\":";
-        if (a.parent.valid())
-            append_json_string(out, a.parent.to_string());
-        else
-            out += "null";
-        out += ",\"state\":";
-        append_json_string(out, a.state);
-        out += ",\"names\":[";
-        for (std::size_t i = 0; i < a.names.size(); ++i) {
-            if (i) out += ',';
-            append_json_string(out, a.names[i]);
-        }
-        out += "],\"mailbox_depth\":";
-        out += a.mailbox_depth ? std::to_string(*a.mailbox_depth) : "null";
-        field(out, "monitors", a.monitors);
-        field(out, "links", a.links);
-        field(out, "joiners", a.joiners);
-        field(out, "overruns", a.overruns);
-        field(out, "messages_received", a.messages_received);
-        out += ",\"trap_exit\":";
-        out += a.trap_exit ? "true" : "false";
-        out += ",\"stop_requested\":";
-        out += a.stop_requested ? "true" : "false";
-        out += ",\"wait\":\"";
-        out += a.wait;  // a fixed vocabulary: nothing to escape
-        out += '"';
-        field(out, "wait_epoch", a.wait_epoch);
-        out += '}';
+        append_actor(out, a);
     }
     out += "],\"stats\":";
     append_stats(out, s.stats);
@@ -98,6 +123,22 @@ void add_debug_routes(http::router& r) {
     r.get("/debug/schedulers", [](http::request&) {
         std::string out;
         append_stats(out, introspect::stats());
+        out += '\n';
+        return http::response(http::status::ok, std::move(out), "application/json");
+    });
+    r.get("/debug/actor/{pid}", [](http::request& q) {
+        const std::string text(q.param("pid").value_or(""));  // the path is decoded
+        const auto p = parse_pid(text);
+        if (!p)
+            return http::response(
+                http::status::bad_request,
+                "pid " + text + ": want <0.INDEX.GENERATION> or INDEX.GENERATION\n");
+        const auto a = introspect::info(*p);
+        if (!a)
+            return http::response(http::status::not_found,
+                                  "no live actor " + p->to_string() + "\n");
+        std::string out;
+        append_actor(out, *a);
         out += '\n';
         return http::response(http::status::ok, std::move(out), "application/json");
     });

@@ -6,6 +6,9 @@
 //                      scheduler pops, parks, yields and utilisation since
 //                      the run began (running_ns = busy_ns + spinning_ns +
 //                      parked_ns); two reads give the interval's
+//   GET /debug/actor/{pid}  one actor (INDEX.GENERATION or <0.INDEX.GENERATION>,
+//                      percent-encoded): its /debug/actors entry; 404 when
+//                      it is not live, 400 naming a malformed pid
 //   GET /debug/tree    the parentage forest, indented text
 // They expose internals: mount them on an admin listener or loopback only.
 // The causal profiler's routes, which act on the process, are
@@ -21,7 +24,8 @@ namespace smarm::services {
 /// The JSON document /debug/actors serves.
 std::string actors_json(const introspect::snapshot& s);
 
-/// Adds GET /debug/actors, /debug/schedulers and /debug/tree to `r`.
+/// Adds GET /debug/actors, /debug/actor/{pid}, /debug/schedulers and
+/// /debug/tree to `r`.
 void add_debug_routes(http::router& r);
 
 }  // namespace smarm::services

@@ -47,6 +47,31 @@ TEST(Debug, ActorsJsonNamesRegisteredActorsAndTreeRenders) {
         for (const char* f : {"\"schedulers\":[{\"id\":0,", "\"running_ns\":", "\"busy_ns\":",
                               "\"spinning_ns\":", "\"parked_ns\":", "\"run_queue_len\":"})
             EXPECT_NE(k->body.find(f), std::string::npos) << f << " in " << k->body;
+        // One actor by pid, in both spellings; a stale or malformed one.
+        const smarm::pid probe = named.id();
+        const std::string dotted =
+            std::to_string(probe.index) + "." + std::to_string(probe.generation);
+        for (const std::string& path :
+             {"/debug/actor/" + dotted, "/debug/actor/%3C0." + dotted + "%3E"}) {
+            auto one = c.get(path);
+            ASSERT_TRUE(one);
+            EXPECT_EQ(one->status, 200u) << path << " " << one->body;
+            EXPECT_EQ(one->body.rfind("{\"pid\":\"" + probe.to_string() + "\"", 0), 0u)
+                << one->body;
+            EXPECT_NE(one->body.find("\"names\":[\"debug-probe\"]"), std::string::npos);
+            EXPECT_NE(one->body.find("\"wait\":\"channel\""), std::string::npos) << one->body;
+        }
+        auto stale = c.get("/debug/actor/" + std::to_string(probe.index) + "." +
+                           std::to_string(probe.generation + 1));
+        ASSERT_TRUE(stale);
+        EXPECT_EQ(stale->status, 404u);
+        for (const char* bad : {"/debug/actor/x", "/debug/actor/1.", "/debug/actor/.1",
+                                "/debug/actor/1.2.3", "/debug/actor/99999999999.1"}) {
+            auto r = c.get(bad);
+            ASSERT_TRUE(r);
+            EXPECT_EQ(r->status, 400u) << bad;
+            EXPECT_NE(r->body.find("want <0.INDEX.GENERATION>"), std::string::npos) << r->body;
+        }
         auto t = c.get("/debug/tree");
         ASSERT_TRUE(t);
         EXPECT_EQ(t->status, 200u);

@@ -294,7 +294,7 @@ const std::vector<key_def>& table() {
                  64ull << 10, 1ull << 30,
                  [](settings& s) -> std::uint64_t& { return s.trace.buffer; }),
         size_key("trace.max_bytes", "a trace's JSON at most (the oldest events are cut)", 4096,
-                 1ull << 32, [](settings& s) -> std::uint64_t& { return s.trace.max_bytes; }),
+                 1ull << 30, [](settings& s) -> std::uint64_t& { return s.trace.max_bytes; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

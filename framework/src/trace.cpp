@@ -408,8 +408,6 @@ class renderer {
     void run(std::vector<rec>& recs) {
         body.reserve(recs.size() * 160);  // ~150 bytes of JSON per record
         starts.reserve(recs.size() * 3 / 2);
-        std::stable_sort(recs.begin(), recs.end(),
-                         [](const rec& x, const rec& y) { return x.ts < y.ts; });
         std::unordered_set<std::uint32_t> sent, received;
         for (const rec& r : recs) {
             if (r.k == kind::send && r.sub == 0) sent.insert(r.x);
@@ -764,6 +762,16 @@ std::string to_json(const export_options& opts, summary* result) {
     sum.threads = static_cast<unsigned>(d.tracks.size());
     std::string body;
     std::vector<std::size_t> starts;
+    // Time order; then only the newest records that could fit are rendered
+    // (an event is at least ~60 bytes of JSON), so a small cap over big
+    // rings does not build their whole JSON first.
+    std::stable_sort(d.recs.begin(), d.recs.end(),
+                     [](const rec& x, const rec& y) { return x.ts < y.ts; });
+    std::uint64_t unrendered = 0;
+    if (const std::size_t fit = opts.max_bytes / 60; d.recs.size() > fit) {
+        unrendered = d.recs.size() - fit;
+        d.recs.erase(d.recs.begin(), d.recs.begin() + static_cast<std::ptrdiff_t>(unrendered));
+    }
     {
         std::unique_lock slk(g.str_mu);  // strings are never freed; ids stay valid
         renderer r(d, g.strings);
@@ -790,6 +798,7 @@ std::string to_json(const export_options& opts, summary* result) {
         from = it == starts.end() ? body.size() : *it;
     }
     const std::uint64_t kept = starts.size() - sum.cut;
+    sum.cut += unrendered;
     std::string out =
         "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"smarm\",\"mode\":\"";
     out += !d.started ? "never started" : d.flight ? "flight" : "interval";

@@ -48,8 +48,9 @@ std::size_t max_bytes_of(const http::request& q, const trace_routes_options& o) 
         n = config::parse_size(*v);
     } catch (const std::invalid_argument&) {
     }
-    if (n < 4096 || n > (std::uint64_t{1} << 32))
-        throw bad_parameter("max_bytes=" + *v + ": want a size like 16MiB (4 KiB to 4 GiB)");
+    // At most 1 GiB: the JSON is built in memory before it is sent.
+    if (n < 4096 || n > (std::uint64_t{1} << 30))
+        throw bad_parameter("max_bytes=" + *v + ": want a size like 16MiB (4 KiB to 1 GiB)");
     return static_cast<std::size_t>(n);
 }
 

@@ -85,7 +85,7 @@ struct summary {
     std::uint64_t events = 0;   ///< trace events in the JSON (metadata included)
     std::uint64_t records = 0;  ///< recorded events read from the buffers
     std::uint64_t dropped = 0;  ///< recorded, but overwritten or refused by a full ring
-    std::uint64_t cut = 0;      ///< JSON events left out by the size cap
+    std::uint64_t cut = 0;      ///< events left out by the size cap (records not rendered included)
     std::size_t bytes = 0;      ///< JSON bytes written
     unsigned threads = 0;       ///< thread tracks
 };

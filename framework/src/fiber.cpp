@@ -186,11 +186,15 @@ struct leaving {
 [[gnu::always_inline]] inline leaving leave(scheduler* s, slot& sl, switch_reason why,
                                             detail::wait_reason wr = detail::wait_reason::other,
                                             std::uint32_t arg = 0) noexcept {
+    // First, and read back by the hooks: `wr` kept live across their cold
+    // call cost a park five instructions (register spills).
+    sl.wait_why.store(static_cast<std::uint8_t>(wr), std::memory_order_relaxed);
     if (switch_watched()) [[unlikely]] {
         causal_hooks::on_leave(*s, sl, why == switch_reason::park);
-        trace_hooks::on_leave(*s, sl, why, wr, arg);
+        trace_hooks::on_leave(
+            *s, sl, why,
+            static_cast<detail::wait_reason>(sl.wait_why.load(std::memory_order_relaxed)), arg);
     }
-    sl.wait_why.store(static_cast<std::uint8_t>(wr), std::memory_order_relaxed);
     save_eh(s, sl);
     // Yields go behind everyone else, so only parks, handoffs (the new
     // child sits in the wake slot) and finishes switch directly.

@@ -40,6 +40,9 @@ std::optional<actor_info> read_slot(internal::slot& sl, std::optional<std::uint3
     }
     a.overruns = sl.overruns.load(std::memory_order_relaxed);
     a.messages_received = sl.messages.load(std::memory_order_relaxed);
+    a.cpu_ns = static_cast<std::uint64_t>(
+        static_cast<double>(sl.cpu_ticks.load(std::memory_order_relaxed)) /
+        internal::ticks_per_ns());
     return a;
 }
 

@@ -52,6 +52,7 @@ void adapt_obs_period(scheduler& s, slot& sl, std::uint64_t now) noexcept {
 [[gnu::noinline]] scheduler* observe_clock(scheduler* s, slot& sl) {
     causal_hooks::on_observe(*s, sl);  // may pay debt: before the slice is judged
     const std::uint64_t now = ticks();
+    bump(sl.cpu_ticks, now - s->obs_mark);  // before adapt moves the mark
     adapt_obs_period(*s, sl, now);
     if (s->wake_slot != nullptr) s->rt->spill_stale_wake_slot(*s, now);
     if (now < s->slice_end) return s;

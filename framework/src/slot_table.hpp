@@ -100,8 +100,17 @@ struct alignas(64) slot {
         std::int64_t timeout = 0;  // guarded by mu: nanoseconds after `at`
         std::uint64_t id = 0;      // guarded by mu: the heap timer once armed
     } dwake;
-    void* tsan_fiber = nullptr;
-    void* asan_fake_stack = nullptr;
+    /// The sanitizers' fiber state: TSan's fiber or ASan's fake stack (the
+    /// two never share a build; fiber.cpp).
+    union {
+        void* tsan_fiber = nullptr;
+        void* asan_fake_stack;
+    };
+    /// On-CPU time (ticks), sampled: each observation point's clock read
+    /// adds the time since the previous read of the window it ran in
+    /// (observe.cpp); a run that parks before its first read adds nothing.
+    /// Written by the thread running the actor, read by introspection.
+    std::atomic<std::uint64_t> cpu_ticks{0};
     /// The causal profiler's per-actor state (causal.cpp), owned by the
     /// thread running the actor: the site it is in, and its own debt from
     /// waits on the world outside (the shared delay is the core's ledger,

@@ -99,6 +99,7 @@ void runtime_impl::commit(spawn_reservation& r, pid parent, scheduler* caller) n
     sl->refs.store(2, std::memory_order_relaxed);  // alive + the handle
     sl->overruns.store(0, std::memory_order_relaxed);
     sl->messages.store(0, std::memory_order_relaxed);
+    sl->cpu_ticks.store(0, std::memory_order_relaxed);
     sl->no_preempt = 0;
     sl->pg_member = false;
     sl->set_end_kind(exit_kind::exit);

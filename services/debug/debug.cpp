@@ -82,6 +82,7 @@ void append_actor(std::string& out, const introspect::actor_info& a) {
     out += ",\"wait\":";
     append_json_string(out, a.wait);
     field(out, "wait_epoch", a.wait_epoch);
+    field(out, "cpu_ns", a.cpu_ns);
     out += '}';
 }
 

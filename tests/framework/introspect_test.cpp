@@ -132,6 +132,33 @@ SMARM_TEST(Introspect, AParkedActorSaysWhatItWaitsFor) {
     (void)sleeper.join();
 }
 
+// An actor computing for 100 ms through observation points (check())
+// accrues about that much CPU time; a parked one none.
+SMARM_TEST(Introspect, AComputingActorAccruesCpuTime) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto idle = smarm::spawn([rx = std::move(rx)]() mutable { (void)rx.recv(); });
+    std::atomic<bool> done{false};
+    auto busy = smarm::spawn([&done] {
+        const auto until = std::chrono::steady_clock::now() + 100ms;
+        while (std::chrono::steady_clock::now() < until)
+            smarm::check();
+        done = true;
+        smarm::sleep(10s);  // parked afterwards, its time kept
+    });
+    while (!done.load())
+        smarm::sleep(1ms);
+    auto b = smarm::introspect::info(busy.id());
+    auto i = smarm::introspect::info(idle.id());
+    ASSERT_TRUE(b && i);
+    EXPECT_GE(b->cpu_ns, 80'000'000u);     // sampled: the tail after the last read is not counted
+    EXPECT_LE(b->cpu_ns, 2'000'000'000u);  // wall time at most, with slack for a loaded machine
+    EXPECT_LT(i->cpu_ns, 5'000'000u);
+    (void)tx.send(1);
+    idle.join();
+    smarm::request_stop(busy.id());
+    (void)busy.join();
+}
+
 SMARM_TEST(Introspect, MessagesReceivedAreCounted) {
     auto [tx, rx] = smarm::channel<int>();
     for (int i = 0; i < 5; ++i)

@@ -43,6 +43,10 @@ struct actor_info {
     /// stayed parked in between (how long it has waited, at the polling
     /// rate, without a clock read per park).
     std::uint32_t wait_epoch = 0;
+    /// On-CPU time of this incarnation, sampled at its observation points'
+    /// clock reads (an actor that parks before its first read in a run is
+    /// not charged for that run): compare actors, or one actor over time.
+    std::uint64_t cpu_ns = 0;
 };
 
 struct snapshot {

@@ -100,6 +100,16 @@ std::optional<pid> parse_pid(std::string_view t) {
     return pid{idx, gen};
 }
 
+/// The route's {pid}, or `bad` set to the 400 naming it.
+std::optional<pid> pid_param(const http::request& q, std::optional<http::response>& bad) {
+    const std::string text(q.param("pid").value_or(""));  // the path is decoded
+    auto p = parse_pid(text);
+    if (!p)
+        bad.emplace(http::status::bad_request,
+                    "pid " + text + ": want <0.INDEX.GENERATION> or INDEX.GENERATION\n");
+    return p;
+}
+
 }  // namespace
 
 std::string actors_json(const introspect::snapshot& s) {
@@ -128,12 +138,9 @@ void add_debug_routes(http::router& r) {
         return http::response(http::status::ok, std::move(out), "application/json");
     });
     r.get("/debug/actor/{pid}", [](http::request& q) {
-        const std::string text(q.param("pid").value_or(""));  // the path is decoded
-        const auto p = parse_pid(text);
-        if (!p)
-            return http::response(
-                http::status::bad_request,
-                "pid " + text + ": want <0.INDEX.GENERATION> or INDEX.GENERATION\n");
+        std::optional<http::response> bad;
+        const auto p = pid_param(q, bad);
+        if (!p) return std::move(*bad);
         const auto a = introspect::info(*p);
         if (!a)
             return http::response(http::status::not_found,
@@ -145,6 +152,19 @@ void add_debug_routes(http::router& r) {
     });
     r.get("/debug/tree", [](http::request&) {
         return http::response(http::status::ok, introspect::render_tree(introspect::tree()));
+    });
+}
+
+void add_debug_actions(http::router& r) {
+    r.post("/debug/actor/{pid}/stop", [](http::request& q) {
+        std::optional<http::response> bad;
+        const auto p = pid_param(q, bad);
+        if (!p) return std::move(*bad);
+        if (!smarm::request_stop(*p))
+            return http::response(http::status::not_found,
+                                  "no live actor " + p->to_string() + "\n");
+        return http::response(http::status::accepted,
+                              "stop requested for " + p->to_string() + "\n");
     });
 }
 

@@ -28,4 +28,9 @@ std::string actors_json(const introspect::snapshot& s);
 /// /debug/tree to `r`.
 void add_debug_routes(http::router& r);
 
+/// Adds POST /debug/actor/{pid}/stop: request_stop() on a live actor (202
+/// naming it; 404 when it is not live, 400 for a malformed pid). It acts on
+/// the process: mount it on the admin listener only.
+void add_debug_actions(http::router& r);
+
 }  // namespace smarm::services

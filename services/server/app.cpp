@@ -261,6 +261,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
         }
         if (l == listener::admin) {
             add_causal_routes(r);
+            add_debug_actions(r);
             add_trace_routes(r, {.flight = s.trace.flight,
                                  .buffer = s.trace.buffer,
                                  .max_bytes = s.trace.max_bytes});

@@ -76,8 +76,29 @@ TEST(Debug, ActorsJsonNamesRegisteredActorsAndTreeRenders) {
         ASSERT_TRUE(t);
         EXPECT_EQ(t->status, 200u);
         EXPECT_NE(t->body.find("debug-probe"), std::string::npos) << t->body;
-        (void)tx.send(1);
-        named.join();
+        // The stop action (its own listener, as the admin one): the probe
+        // ends stopped; then it is gone (404); a malformed pid is 400.
+        http::router acts;
+        services::add_debug_actions(acts);
+        http::server_config acfg;
+        acfg.host = "127.0.0.1";
+        acfg.port = 0;
+        http::server admin(acfg, std::move(acts));
+        admin.start();
+        client ac(admin.local_address().port());
+        auto stop = [&](const std::string& who) {
+            ac.send("POST /debug/actor/" + who +
+                    "/stop HTTP/1.1\r\nHost: t\r\n"
+                    "Content-Length: 0\r\n\r\n");
+            auto r = ac.read();
+            return r ? r->status : 0u;
+        };
+        EXPECT_EQ(stop(dotted), 202u);
+        EXPECT_EQ(named.join().kind, smarm::exit_kind::stopped);
+        EXPECT_EQ(stop(dotted), 404u);
+        EXPECT_EQ(stop("nope"), 400u);
+        admin.stop(0ns);
+        admin.wait();
     });
 }
 

@@ -354,8 +354,10 @@ int check_smoke(const causal::profile& pr, const std::string& shape) {
         expect("reserve", 25, 15, 60);     // theory +33%
         expect("serialize", 25, -10, 10);  // theory 0%
     } else if (shape == "blocking") {
-        expect("fetch", 50, 2, 25);  // theory about +9%
-        expect("parse", 50, -6, 6);  // theory 0%
+        expect("fetch", 50, 2, 25);  // theory about +6..+9%
+        // Theory 0%; 6 rounds of 300 ms read -6.1..+0.8% in 6 runs on the
+        // 2-core machine: the bound is that spread with a margin.
+        expect("parse", 50, -9, 9);
     } else {
         expect("hot", 50, 40, 85);  // theory +60%
         expect("cold", 50, 3, 30);  // theory +14%

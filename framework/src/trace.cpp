@@ -461,9 +461,7 @@ class renderer {
                     for (const rec& sent : h->second) {
                         const std::uint32_t id = next_handoff_id_++;
                         flow('s', sent, id);
-                        rec end = r;
-                        end.a = r.a;
-                        flow('f', end, id);
+                        flow('f', r, id);
                     }
                     handed_.erase(h);
                 }

@@ -109,9 +109,13 @@ http::response record_interval(const http::request& q) {
         ~end_interval() {
             std::lock_guard lk(st.mu);
             st.interval = false;
-            if (o.flight) {
+            if (!o.flight) {
+                trace::stop();
+                return;
+            }
+            try {  // a destructor: out of memory leaves tracing off
                 trace::start(flight_options(o));
-            } else {
+            } catch (const std::exception&) {
                 trace::stop();
             }
         }

@@ -80,13 +80,8 @@ TEST(Trace, PingPongIsAFlowPerMessageAndChannelWaits) {
         (void)pong.join();
     });
     ASSERT_EQ(t.check_all(), "");
-    int ping_to_pong = 0, pong_to_ping = 0;
-    for (const auto& [from, to] : t.flows()) {
-        ping_to_pong += from == ping_pid && to == pong_pid;
-        pong_to_ping += from == pong_pid && to == ping_pid;
-    }
-    EXPECT_EQ(ping_to_pong, rounds);
-    EXPECT_EQ(pong_to_ping, rounds);
+    EXPECT_EQ(t.flows_between(ping_pid, pong_pid), rounds);
+    EXPECT_EQ(t.flows_between(pong_pid, ping_pid), rounds);
     const auto waits = t.waits_of(pong_pid);
     EXPECT_GE(waits.size(), 1u);
     for (const auto& w : waits)
@@ -116,13 +111,8 @@ TEST(Trace, AGenServerCallFlowsThereAndBack) {
         smarm::request_stop(ref.id);
     });
     ASSERT_EQ(t.check_all(), "");
-    int there = 0, back = 0;
-    for (const auto& [from, to] : t.flows()) {
-        there += from == caller && to == server;
-        back += from == server && to == caller;
-    }
-    EXPECT_EQ(there, 10);
-    EXPECT_EQ(back, 10);
+    EXPECT_EQ(t.flows_between(caller, server), 10);
+    EXPECT_EQ(t.flows_between(server, caller), 10);
     std::set<std::string> reasons;
     for (const auto& w : t.waits_of(caller))
         reasons.insert(w);

@@ -174,6 +174,14 @@ struct trace_file {
         return out;
     }
 
+    /// How many flows go from actor `from` to actor `to` (pid texts).
+    int flows_between(const std::string& from, const std::string& to) const {
+        int n = 0;
+        for (const auto& [f, t] : flows())
+            n += f == from && t == to;
+        return n;
+    }
+
     /// The async "wait: ..." begins of actor `pid` (their reasons).
     std::vector<std::string> waits_of(const std::string& pid) const {
         std::vector<std::string> out;

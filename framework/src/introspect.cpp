@@ -46,6 +46,17 @@ std::optional<actor_info> read_slot(internal::slot& sl, std::optional<std::uint3
     return a;
 }
 
+/// Adds an inbox of `a` (registered or a group's): its depth and oldest
+/// message.
+void add_inbox(actor_info& a, const detail::queue_probe& q, std::uint64_t now) {
+    a.mailbox_depth = a.mailbox_depth.value_or(0) + q.depth;
+    std::uint64_t age = 0;
+    if (q.depth != 0 && now > q.oldest)
+        age = static_cast<std::uint64_t>(static_cast<double>(now - q.oldest) /
+                                         internal::ticks_per_ns());
+    a.mailbox_age_ns = std::max(a.mailbox_age_ns.value_or(0), age);
+}
+
 }  // namespace
 
 snapshot take_snapshot() {
@@ -61,12 +72,18 @@ snapshot take_snapshot() {
     std::map<pid, std::size_t> at;
     for (std::size_t i = 0; i < s.actors.size(); ++i)
         at[s.actors[i].id] = i;
-    for (auto& [holder, nm, depth] : rt->names().all()) {
+    const std::uint64_t now = detail::ticks();
+    for (auto& [holder, nm, queue] : rt->names().all()) {
         auto it = at.find(holder);
         if (it == at.end()) continue;
-        auto& a = s.actors[it->second];
-        a.names.push_back(nm);
-        a.mailbox_depth = a.mailbox_depth.value_or(0) + depth;
+        s.actors[it->second].names.push_back(nm);
+        add_inbox(s.actors[it->second], queue, now);
+    }
+    for (auto& [holder, g, queue] : rt->groups().all()) {
+        auto it = at.find(holder);
+        if (it == at.end()) continue;
+        s.actors[it->second].groups.push_back(g);
+        add_inbox(s.actors[it->second], queue, now);
     }
     s.stats = rt->stats();
     return s;
@@ -84,9 +101,15 @@ std::optional<actor_info> info(pid p) {
     if (sl == nullptr) return std::nullopt;
     auto a = read_slot(*sl, p.generation);
     if (a) {
-        for (auto& [nm, depth] : rt->names().names_of(*rt, p)) {
+        const std::uint64_t now = detail::ticks();
+        for (auto& [nm, queue] : rt->names().names_of(*rt, p)) {
             a->names.push_back(nm);
-            a->mailbox_depth = a->mailbox_depth.value_or(0) + depth;
+            add_inbox(*a, queue, now);
+        }
+        for (auto& [holder, g, queue] : rt->groups().all()) {
+            if (holder != p) continue;
+            a->groups.push_back(g);
+            add_inbox(*a, queue, now);
         }
     }
     return a;

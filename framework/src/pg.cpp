@@ -16,7 +16,8 @@ namespace smarm::detail {
 
 using namespace smarm::internal;
 
-void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx) {
+void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx,
+             queue_prober probe) {
     scheduler* s = current_scheduler();
     if (s == nullptr || s->current == nullptr)
         throw std::logic_error("smarm::join: called outside an actor");
@@ -32,13 +33,14 @@ void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx)
                 throw std::logic_error("smarm::join: group \"" + std::string(g) +
                                        "\" carries another message type");
             old = std::exchange(m.tx, std::move(tx));
+            m.probe = probe;
             return;
         }
     }
     if (!members.empty() && members.front().type != type)
         throw std::logic_error("smarm::join: group \"" + std::string(g) +
                                "\" carries another message type");
-    members.push_back(process_groups::member{me, type, std::move(tx)});
+    members.push_back(process_groups::member{me, type, std::move(tx), probe});
 }
 
 bool pg_leave(std::string_view g) {
@@ -94,6 +96,15 @@ void process_groups::evict(pid p) {
         v.erase(std::remove_if(v.begin(), v.end(), [&](auto& m) { return m.holder == p; }),
                 v.end());
     }
+}
+
+std::vector<std::tuple<pid, std::string, detail::queue_probe>> process_groups::all() {
+    std::vector<std::tuple<pid, std::string, detail::queue_probe>> out;
+    std::lock_guard lk(mu);
+    for (auto& [name, v] : groups)
+        for (auto& m : v)
+            out.emplace_back(m.holder, name, m.probe(m.tx.get()));
+    return out;
 }
 
 void process_groups::clear() noexcept {

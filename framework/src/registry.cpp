@@ -33,12 +33,12 @@ namespace detail {
 using namespace smarm::internal;
 
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
-                   std::size_t (*depth)(const void*)) {
-    return registry_bind_for(current_pid("smarm::register_name"), n, type, std::move(tx), depth);
+                   queue_prober probe) {
+    return registry_bind_for(current_pid("smarm::register_name"), n, type, std::move(tx), probe);
 }
 
 bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::shared_ptr<void> tx,
-                       std::size_t (*depth)(const void*)) {
+                       queue_prober probe) {
     runtime_impl& rt = running_runtime("smarm::register_name");
     registry& reg = rt.names();
     std::shared_ptr<void> old;  // destroyed outside the lock
@@ -49,7 +49,7 @@ bool registry_bind_for(pid me, std::string_view n, std::type_index type, std::sh
         old = std::move(it->second.tx);
         reg.bindings.erase(it);
     }
-    reg.bindings.emplace(std::string(n), registry::binding{me, type, std::move(tx), depth});
+    reg.bindings.emplace(std::string(n), registry::binding{me, type, std::move(tx), probe});
     g.unlock();
     detail::trace_name(me, n);  // after the registry's lock (trace.cpp's lock order)
     return true;
@@ -101,20 +101,21 @@ bool registry::alive(runtime_impl& rt, pid p) noexcept {
     return sl != nullptr && sl->holds(p);
 }
 
-std::vector<std::pair<std::string, std::size_t>> registry::names_of(runtime_impl& rt, pid p) {
+std::vector<std::pair<std::string, detail::queue_probe>> registry::names_of(runtime_impl& rt,
+                                                                            pid p) {
     (void)rt;
-    std::vector<std::pair<std::string, std::size_t>> out;
+    std::vector<std::pair<std::string, detail::queue_probe>> out;
     std::lock_guard g(mu);
     for (auto& [n, b] : bindings)
-        if (b.holder == p) out.emplace_back(n, b.depth(b.tx.get()));
+        if (b.holder == p) out.emplace_back(n, b.probe(b.tx.get()));
     return out;
 }
 
-std::vector<std::tuple<pid, std::string, std::size_t>> registry::all() {
-    std::vector<std::tuple<pid, std::string, std::size_t>> out;
+std::vector<std::tuple<pid, std::string, detail::queue_probe>> registry::all() {
+    std::vector<std::tuple<pid, std::string, detail::queue_probe>> out;
     std::lock_guard g(mu);
     for (auto& [n, b] : bindings)
-        out.emplace_back(b.holder, n, b.depth(b.tx.get()));
+        out.emplace_back(b.holder, n, b.probe(b.tx.get()));
     return out;
 }
 

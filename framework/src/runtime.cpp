@@ -91,6 +91,13 @@ std::uint64_t ticks() noexcept {
 #endif
 }
 
+std::uint64_t queue_stamp() noexcept {
+    // The observation point's last clock read (a plain field of this
+    // thread's scheduler): no clock read per queued message.
+    if (const scheduler* s = tl_sched; s != nullptr && s->obs_mark != 0) return s->obs_mark;
+    return ticks();
+}
+
 }  // namespace smarm::detail
 
 namespace smarm::internal {
@@ -346,6 +353,10 @@ runtime_stats runtime_impl::stats() const {
     r.live_actors = live_.load(std::memory_order_relaxed);
     r.timers_pending = timers_.pending();
     r.run_queue_len = queue_.size();
+    r.max_actors = cfg_.max_actors;
+    const std::uint64_t began = scheds_[0].started.load(std::memory_order_relaxed);
+    if (const std::uint64_t now = ticks(); began != 0 && now > began)
+        r.uptime_ns = static_cast<std::uint64_t>(static_cast<double>(now - began) / ticks_per_ns());
     return r;
 }
 

@@ -5,6 +5,7 @@
 // rest_for_one, give-up or its own stop) are waited for by monitor id with
 // a selective receive, so their downs are never mistaken for failures.
 
+#include <smarm/introspect.hpp>
 #include <smarm/select.hpp>
 #include <smarm/supervisor.hpp>
 
@@ -12,6 +13,9 @@
 #include <deque>
 #include <iterator>
 #include <list>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -28,11 +32,82 @@ struct child {
     pid id;
     std::uint64_t monitor = 0;
     bool running = false;
+    std::uint64_t restarts = 0;
+    std::string last_exit;
 };
+
+/// What a supervisor publishes for introspection::supervisors(): written by
+/// the supervisor's actor under `mu` when a listed child starts or ends,
+/// copied by readers under it (nothing waits on the actor).
+struct published {
+    std::mutex mu;
+    introspect::supervisor_info info;  // guarded by mu
+};
+
+/// The running supervisors, by pid (guarded by g_published_mu: taken when
+/// a supervisor starts or ends and by readers, never with a published::mu).
+std::mutex g_published_mu;
+std::map<pid, std::shared_ptr<published>> g_published;
+
+const char* strategy_name(restart_strategy s) {
+    switch (s) {
+        case restart_strategy::one_for_one:
+            return "one_for_one";
+        case restart_strategy::one_for_all:
+            return "one_for_all";
+        case restart_strategy::rest_for_one:
+            return "rest_for_one";
+    }
+    return "?";
+}
+
+/// How an incarnation ended, for supervisor_child_info::last_exit.
+std::string exit_text(const down& d) {
+    switch (d.reason) {
+        case down_reason::exit:
+            return "exit";
+        case down_reason::stopped:
+            return "stopped";
+        case down_reason::noproc:
+            return "noproc";
+        case down_reason::panic:
+            break;
+    }
+    std::string what = "panic";
+    if (d.error) {
+        try {
+            std::rethrow_exception(d.error);
+        } catch (const std::exception& e) {
+            what += ": ";
+            what += e.what();
+        } catch (...) {
+            what += ": a non-std::exception";
+        }
+    }
+    constexpr std::size_t cap = 240;  // a page's cell, not the whole story
+    if (what.size() > cap) what.resize(cap);
+    return what;
+}
 }  // namespace
 
 supervisor_counters supervisor_totals() noexcept {
     return {g_restarts.load(std::memory_order_relaxed), g_give_ups.load(std::memory_order_relaxed)};
+}
+
+std::vector<introspect::supervisor_info> introspect::supervisors() {
+    std::vector<std::shared_ptr<published>> all;
+    {
+        std::lock_guard g(g_published_mu);
+        for (auto& [id, p] : g_published)
+            all.push_back(p);
+    }
+    std::vector<supervisor_info> out;
+    out.reserve(all.size());
+    for (auto& p : all) {
+        std::lock_guard g(p->mu);
+        out.push_back(p->info);
+    }
+    return out;
 }
 
 namespace detail {
@@ -44,7 +119,24 @@ namespace {
 class supervisor_state {
   public:
     supervisor_state(supervisor_options o, receiver<down> downs, sender<down> downs_tx)
-        : opts_(o), downs_(std::move(downs)), downs_tx_(std::move(downs_tx)) {}
+        : opts_(o), downs_(std::move(downs)), downs_tx_(std::move(downs_tx)) {
+        auto& in = pub_->info;
+        in.id = current_pid_or_invalid();
+        in.strategy = strategy_name(o.strategy);
+        in.max_restarts = o.max_restarts;
+        in.period_ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(o.period).count());
+        std::lock_guard g(g_published_mu);
+        g_published[in.id] = pub_;
+    }
+    ~supervisor_state() {
+        std::lock_guard g(g_published_mu);
+        if (auto it = g_published.find(pub_->info.id);
+            it != g_published.end() && it->second == pub_)
+            g_published.erase(it);
+    }
+    supervisor_state(const supervisor_state&) = delete;
+    supervisor_state& operator=(const supervisor_state&) = delete;
 
     // Children in start order (a list: erasing a temporary child is O(1)),
     // and the running ones by monitor id, so a down costs O(1) however many
@@ -54,7 +146,7 @@ class supervisor_state {
 
     /// Appends a child and starts it.
     child_list::iterator add(child_spec spec) {
-        children.push_back(child{std::move(spec), pid{}, 0, false});
+        children.push_back(child{std::move(spec), pid{}, 0, false, 0, {}});
         auto it = std::prev(children.end());
         start(it);
         return it;
@@ -87,6 +179,7 @@ class supervisor_state {
             running_by_monitor_.emplace(c.monitor, it);
             h.detach();
         }
+        publish(c.spec.restart != restart_policy::temporary);
         // Children start in order: wait until this one runs (OTP's init ack).
         (void)ack_rx.recv();
     }
@@ -99,6 +192,9 @@ class supervisor_state {
         (void)downs_.recv_match([id](const down& d) { return d.monitor_id == id; });
         c.running = false;
         running_by_monitor_.erase(id);
+        const bool listed = c.spec.restart != restart_policy::temporary;
+        if (listed) c.last_exit = "stopped by its supervisor";
+        publish(listed);
     }
 
     /// Stops the children from `from` to the end, last first.
@@ -127,9 +223,12 @@ class supervisor_state {
         it->running = false;
         const bool abnormal = d.reason == down_reason::panic || d.reason == down_reason::stopped;
         const auto policy = it->spec.restart;
+        const bool listed = policy != restart_policy::temporary;
+        if (listed) it->last_exit = exit_text(d);
         if (policy == restart_policy::temporary ||
             (policy == restart_policy::transient && !abnormal)) {
             children.erase(it);
+            publish(listed);
             return;
         }
         if (!note_restart()) {
@@ -140,6 +239,12 @@ class supervisor_state {
                 std::to_string(restarts_.size()) + " times within the " +
                 "restart period (max_restarts = " + std::to_string(opts_.max_restarts) + ")");
         }
+        ++it->restarts;
+        {
+            std::lock_guard g(pub_->mu);
+            ++pub_->info.restarts;
+        }
+        publish(listed);
         switch (opts_.strategy) {
             case restart_strategy::one_for_one:
                 start(it);
@@ -164,6 +269,35 @@ class supervisor_state {
 
     std::size_t running() const { return running_by_monitor_.size(); }
 
+    /// Publishes the counts and, when a listed (non-temporary) child
+    /// changed, the list of them: a connection supervisor's thousands of
+    /// temporary children cost a count each, never a walk.
+    void publish(bool rows) {
+        std::vector<introspect::supervisor_child_info> list;
+        if (rows)
+            for (auto& c : children) {
+                if (c.spec.restart == restart_policy::temporary) continue;
+                list.push_back(
+                    {c.spec.id, c.running ? c.id : pid{}, c.running,
+                     c.spec.restart == restart_policy::permanent ? "permanent" : "transient",
+                     c.restarts, c.last_exit});
+            }
+        std::size_t listed_running = 0;
+        if (rows)
+            for (auto& r : list)
+                listed_running += r.running ? 1 : 0;
+        std::lock_guard g(pub_->mu);
+        auto& in = pub_->info;
+        in.active = running_by_monitor_.size();
+        if (rows) {
+            in.children = std::move(list);
+        } else {
+            for (auto& r : in.children)
+                listed_running += r.running ? 1 : 0;
+        }
+        in.temporary = in.active - std::min<std::uint64_t>(in.active, listed_running);
+    }
+
     receiver<down>& downs() { return downs_; }
     const supervisor_options& options() const { return opts_; }
 
@@ -173,6 +307,7 @@ class supervisor_state {
     sender<down> downs_tx_;
     std::deque<std::chrono::steady_clock::time_point> restarts_;
     std::unordered_map<std::uint64_t, child_list::iterator> running_by_monitor_;
+    std::shared_ptr<published> pub_ = std::make_shared<published>();
 };
 
 }  // namespace

@@ -724,7 +724,7 @@ void start(const options& opts) {
     (void)ticks_per_ns();  // calibrated now, not at the first export
     // Names registered before the start (the registry's lock is never held
     // with g.mu: registering takes it first, then reports here).
-    std::vector<std::tuple<pid, std::string, std::size_t>> known;
+    std::vector<std::tuple<pid, std::string, detail::queue_probe>> known;
     if (scheduler* s = current_scheduler(); s != nullptr && s->current != nullptr)
         known = s->rt->names().all();
     std::lock_guard lk(g.mu);
@@ -732,7 +732,7 @@ void start(const options& opts) {
     g.opts = opts;
     g.opts.buffer_bytes = round_up_pow2(opts.buffer_bytes);
     g.names.clear();
-    for (const auto& [p, n, depth] : known)
+    for (const auto& [p, n, queue] : known)
         g.names[trace_hooks::word(p)] = n;
     g.next_track = 1;
     g.t0 = detail::ticks();

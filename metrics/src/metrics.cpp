@@ -44,10 +44,7 @@ void sample(prometheus::MetricFamily& f, double v, prometheus::ClientMetric::Lab
     f.metric.push_back(std::move(m));
 }
 
-/// Process figures from /proc/self.
-struct process_figures {
-    double rss_bytes = 0, cpu_seconds = 0, open_fds = 0;
-};
+}  // namespace
 
 process_figures read_process() {
     process_figures p;
@@ -83,6 +80,8 @@ process_figures read_process() {
     return p;
 }
 
+namespace {
+
 /// Reads the runtime, the process and the attached server at scrape time.
 class scrape_time_collector : public prometheus::Collectable {
   public:
@@ -90,6 +89,12 @@ class scrape_time_collector : public prometheus::Collectable {
     // while a scrape still reads the server it detaches.
     mutable std::mutex mu;
     const http::server* server = nullptr;
+
+    std::optional<http::server_stats> connections() const {
+        std::lock_guard g(mu);
+        if (server == nullptr) return std::nullopt;
+        return server->stats();
+    }
 
     std::vector<prometheus::MetricFamily> Collect() const override {
         using prometheus::MetricType;
@@ -185,12 +190,7 @@ class scrape_time_collector : public prometheus::Collectable {
                 proc.cpu_seconds);
         gauge("process_open_fds", "Open file descriptors.", proc.open_fds);
 
-        std::optional<http::server_stats> stats;
-        {
-            std::lock_guard g(mu);
-            if (server != nullptr) stats = server->stats();
-        }
-        if (stats) {
+        if (auto stats = connections()) {
             auto& st = *stats;
             gauge("smarm_http_connections_active", "HTTP connections open now.",
                   static_cast<double>(st.active));
@@ -292,6 +292,10 @@ void exporter::attach(const http::server& srv) {
 void exporter::detach() noexcept {
     std::lock_guard g(p_->runtime->mu);
     p_->runtime->server = nullptr;
+}
+
+std::optional<http::server_stats> exporter::connections() const {
+    return p_->runtime->connections();
 }
 
 std::string exporter::scrape() const {

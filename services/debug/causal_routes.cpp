@@ -5,6 +5,7 @@
 // only to copy them (never across a park).
 
 #include "causal_routes.hpp"
+#include "debug.hpp"
 
 #include <smarm/causal.hpp>
 #include <smarm/config/config.hpp>
@@ -148,20 +149,8 @@ std::chrono::milliseconds planned(const causal::plan& p) {
     return per * static_cast<long>(site_count(p) * p.speedups.size() * p.rounds);
 }
 
-/// ?format= wins; else the Accept header picks JSON when it asks for it
-/// before (or without) text; else the summary.
-std::string format_of(const http::request& q) {
-    if (auto f = q.form_param("format")) return *f;
-    const std::string_view accept = q.header("Accept").value_or("");
-    const auto json = accept.find("application/json");
-    const auto text = accept.find("text/");
-    if (json != std::string_view::npos && (text == std::string_view::npos || json < text))
-        return "json";
-    return "summary";
-}
-
 http::response render(const causal::profile& pr, const http::request& q) {
-    const std::string f = format_of(q);
+    const std::string f = format_of(q, "summary");
     // rank=a,b: a ranking per point; the summary and the plot take the first.
     const auto rank_list = split(q.form_param("rank").value_or(""));
     const std::string rank_by = rank_list.empty() ? std::string() : rank_list.front();

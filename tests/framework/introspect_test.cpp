@@ -1,7 +1,10 @@
 #include <smarm/channel.hpp>
 #include <smarm/introspect.hpp>
+#include <smarm/pg.hpp>
 #include <smarm/progress.hpp>
+#include <smarm/registry.hpp>
 #include <smarm/runtime.hpp>
+#include <smarm/supervisor.hpp>
 
 #include <gtest/gtest.h>
 
@@ -130,6 +133,109 @@ SMARM_TEST(Introspect, AParkedActorSaysWhatItWaitsFor) {
     receiver.join();
     smarm::request_stop(sleeper.id());
     (void)sleeper.join();
+}
+
+// A registered inbox that nobody reads shows its depth and how long its
+// oldest message has waited; a group member's inbox counts too; draining
+// them brings both back to 0.
+SMARM_TEST(Introspect, AFilledMailboxShowsItsDepthAndOldestAge) {
+    auto [tx, rx] = smarm::channel<int>();
+    auto [gtx, grx] = smarm::channel<int>();
+    auto [go_tx, go_rx] = smarm::channel<int>();
+    auto holder = smarm::spawn([tx = tx, gtx = gtx, rx = std::move(rx), grx = std::move(grx),
+                                go_rx = std::move(go_rx)]() mutable {
+        (void)smarm::register_name(smarm::name<int>("introspect-inbox"), tx);
+        smarm::join(smarm::group<int>("introspect-group"), gtx);
+        (void)go_rx.recv();  // parked elsewhere while its inboxes fill
+        for (int i = 0; i < 5; ++i)
+            (void)rx.recv();
+        (void)grx.recv();
+        (void)go_rx.recv();
+    });
+    for (int i = 0; i < 5; ++i)
+        ASSERT_TRUE(tx.send(i).ok());
+    ASSERT_TRUE(gtx.send(9).ok());
+    smarm::sleep(60ms);
+    auto a = smarm::introspect::info(holder.id());
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(a->mailbox_depth && a->mailbox_age_ns);
+    EXPECT_EQ(*a->mailbox_depth, 6u);
+    EXPECT_GE(*a->mailbox_age_ns, 50'000'000u);  // stamped no later than the send
+    EXPECT_LT(*a->mailbox_age_ns, 30'000'000'000u);
+    EXPECT_EQ(a->names, std::vector<std::string>{"introspect-inbox"});
+    EXPECT_EQ(a->groups, std::vector<std::string>{"introspect-group"});
+    bool in_snapshot = false;
+    for (auto& s : smarm::introspect::take_snapshot().actors)
+        if (s.id == holder.id()) {
+            in_snapshot = true;
+            EXPECT_EQ(s.mailbox_depth.value_or(0), 6u);
+            EXPECT_GE(s.mailbox_age_ns.value_or(0), *a->mailbox_age_ns);  // it only grows
+        }
+    EXPECT_TRUE(in_snapshot);
+    ASSERT_TRUE(go_tx.send(1).ok());  // drain
+    std::optional<smarm::introspect::actor_info> b;
+    for (int i = 0; i < 2000; ++i) {
+        b = smarm::introspect::info(holder.id());
+        if (b && b->state == "parked" && b->mailbox_depth == 0u) break;
+        smarm::sleep(1ms);
+    }
+    ASSERT_TRUE(b && b->mailbox_depth && b->mailbox_age_ns);
+    EXPECT_EQ(*b->mailbox_depth, 0u);
+    EXPECT_EQ(*b->mailbox_age_ns, 0u);
+    ASSERT_TRUE(go_tx.send(2).ok());
+    holder.join();
+}
+
+// A supervisor publishes its restarts and each child's last exit; the
+// runtime's counters carry the capacity and the uptime.
+SMARM_TEST(Introspect, SupervisorsPublishRestartsAndLastExits) {
+    auto crashes = std::make_shared<std::atomic<int>>(0);
+    smarm::child_spec flaky{"flaky", [crashes] {
+                                if (crashes->fetch_add(1) == 0)
+                                    throw std::runtime_error("boom on purpose");
+                                smarm::sleep(10s);
+                            }};
+    smarm::child_spec steady{"steady", [] { smarm::sleep(10s); }};
+    auto sup = smarm::start_supervisor({}, {flaky, steady});
+    (void)smarm::start_child(sup,
+                             {"temp", [] { smarm::sleep(10s); }, smarm::restart_policy::temporary});
+    std::optional<smarm::introspect::supervisor_info> mine;
+    for (int i = 0; i < 2000 && !(mine && mine->restarts == 1 && mine->active == 3); ++i) {
+        mine.reset();
+        for (auto& s : smarm::introspect::supervisors())
+            if (s.id == sup.id) mine = s;
+        smarm::sleep(1ms);
+    }
+    ASSERT_TRUE(mine);
+    EXPECT_EQ(mine->strategy, "one_for_one");
+    EXPECT_EQ(mine->max_restarts, 3u);
+    EXPECT_EQ(mine->period_ns, 5'000'000'000u);
+    EXPECT_EQ(mine->restarts, 1u);
+    EXPECT_EQ(mine->active, 3u);
+    EXPECT_EQ(mine->temporary, 1u);
+    ASSERT_EQ(mine->children.size(), 2u);  // the temporary child is only counted
+    EXPECT_EQ(mine->children[0].id, "flaky");
+    EXPECT_TRUE(mine->children[0].running);
+    EXPECT_TRUE(mine->children[0].actor.valid());
+    EXPECT_EQ(mine->children[0].restart, "permanent");
+    EXPECT_EQ(mine->children[0].restarts, 1u);
+    EXPECT_EQ(mine->children[0].last_exit, "panic: boom on purpose");
+    EXPECT_EQ(mine->children[1].id, "steady");
+    EXPECT_EQ(mine->children[1].restarts, 0u);
+    EXPECT_EQ(mine->children[1].last_exit, "");
+    const auto st = smarm::introspect::stats();
+    EXPECT_EQ(st.max_actors, std::uint64_t{1} << 16);  // smarm_test::config's
+    EXPECT_GT(st.uptime_ns, 0u);
+    smarm::request_stop(sup.id);
+    for (int i = 0; i < 2000; ++i) {
+        bool listed = false;
+        for (auto& s : smarm::introspect::supervisors())
+            listed = listed || s.id == sup.id;
+        if (!listed) break;
+        smarm::sleep(1ms);
+    }
+    for (auto& s : smarm::introspect::supervisors())
+        EXPECT_NE(s.id, sup.id) << "a stopped supervisor stays listed";
 }
 
 // An actor computing for 100 ms through observation points (check())

@@ -3,6 +3,7 @@
 #include <smarm/causal.hpp>
 #include <smarm/progress.hpp>
 #include <smarm/registry.hpp>
+#include <smarm/supervisor.hpp>
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,76 @@ TEST(Debug, ActorsJsonNamesRegisteredActorsAndTreeRenders) {
         EXPECT_EQ(stop("nope"), 400u);
         admin.stop(0ns);
         admin.wait();
+    });
+}
+
+// The observer's JSON: the tree with supervisor and child records, the
+// supervisors, the process figures beside the counters; fields move.
+TEST(Debug, TreeJsonCarriesSupervisorsAndProcessFiguresMove) {
+    http::router r;
+    services::add_debug_routes(r);
+    with_server({}, std::move(r), [](http::server&, std::uint16_t port) {
+        auto crashes = std::make_shared<std::atomic<int>>(0);
+        auto sup =
+            smarm::start_supervisor({}, {{"debug-flaky", [crashes] {
+                                              if (crashes->fetch_add(1) == 0)
+                                                  throw std::runtime_error("first run fails");
+                                              smarm::sleep(10s);
+                                          }}});
+        client c(port);
+        std::optional<reply> t;
+        const auto t0 = smarm_test::steady::now();
+        do {
+            t = c.get("/debug/tree?format=json");
+            ASSERT_TRUE(t);
+        } while (t->body.find("\"restarts\":1,\"last_exit\":\"panic: first run fails\"") ==
+                     std::string::npos &&
+                 smarm_test::since(t0) < 10s && (smarm::sleep(5ms), true));
+        EXPECT_EQ(t->status, 200u);
+        EXPECT_EQ(t->header("content-type"), "application/json");
+        EXPECT_EQ(t->body.rfind("{\"version\":1,\"roots\":[{\"actor\":{\"pid\":", 0), 0u);
+        EXPECT_NE(t->body.find("\"supervisor\":{\"pid\":\"" + sup.id.to_string() +
+                               "\",\"strategy\":\"one_for_one\""),
+                  std::string::npos)
+            << t->body;
+        EXPECT_NE(t->body.find("\"child\":{\"id\":\"debug-flaky\""), std::string::npos);
+        EXPECT_NE(t->body.find("\"restarts\":1,\"last_exit\":\"panic: first run fails\""),
+                  std::string::npos)
+            << t->body;
+        for (const char* f : {"\"groups\":[", "\"mailbox_age_ns\":", "\"cpu_ns\":"})
+            EXPECT_NE(t->body.find(f), std::string::npos) << f;
+        // Accept: application/json picks JSON too; an unknown format is 400.
+        c.send("GET /debug/tree HTTP/1.1\r\nHost: t\r\nAccept: application/json\r\n\r\n");
+        auto j = c.read();
+        ASSERT_TRUE(j);
+        EXPECT_EQ(j->body.rfind("{\"version\":1,\"roots\":", 0), 0u);
+        auto bad = c.get("/debug/tree?format=xml");
+        ASSERT_TRUE(bad);
+        EXPECT_EQ(bad->status, 400u);
+        EXPECT_NE(bad->body.find("format=xml"), std::string::npos);
+        auto sups = c.get("/debug/supervisors");
+        ASSERT_TRUE(sups);
+        EXPECT_EQ(sups->status, 200u);
+        EXPECT_NE(sups->body.find("\"id\":\"debug-flaky\""), std::string::npos) << sups->body;
+        // Uptime and the process's CPU time move between two reads.
+        auto num = [](const std::string& body, const std::string& key) {
+            const auto at = body.find("\"" + key + "\":");
+            return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size() + 3));
+        };
+        auto k1 = c.get("/debug/schedulers");
+        ASSERT_TRUE(k1);
+        for (const char* f : {"\"max_actors\":", "\"uptime_ns\":", "\"process\":{\"rss_bytes\":",
+                              "\"cpu_seconds\":", "\"open_fds\":", "\"restarts\":"})
+            EXPECT_NE(k1->body.find(f), std::string::npos) << f << " in " << k1->body;
+        EXPECT_GT(num(k1->body, "rss_bytes"), 0);
+        const auto spin_until = std::chrono::steady_clock::now() + 30ms;
+        while (std::chrono::steady_clock::now() < spin_until)
+            smarm::check();
+        auto k2 = c.get("/debug/schedulers");
+        ASSERT_TRUE(k2);
+        EXPECT_GT(num(k2->body, "uptime_ns"), num(k1->body, "uptime_ns"));
+        EXPECT_GE(num(k2->body, "restarts"), 1);
+        smarm::request_stop(sup.id);
     });
 }
 

@@ -95,18 +95,27 @@ namespace detail {
                            holder.to_string() + " (a channel has exactly one receiving actor)");
 }
 
-/// A queued message and, while tracing, the flow its send recorded
-/// (smarm/trace.hpp; 0: none). Compiled out, only the message.
+/// A queued message, when it was queued (queue_stamp(): the oldest one's
+/// age is introspection's, smarm/introspect.hpp) and, while tracing, the
+/// flow its send recorded (smarm/trace.hpp; 0: none).
 template <class T>
 struct queued {
     T value;
+    std::uint64_t at;
 #if SMARM_TRACE_ENABLED
     std::uint32_t flow;
-    queued(T&& v, std::uint32_t f) : value(std::move(v)), flow(f) {}
+    queued(T&& v, std::uint32_t f, std::uint64_t t) : value(std::move(v)), at(t), flow(f) {}
 #else
     static constexpr std::uint32_t flow = 0;
-    queued(T&& v, std::uint32_t) : value(std::move(v)) {}
+    queued(T&& v, std::uint32_t, std::uint64_t t) : value(std::move(v)), at(t) {}
 #endif
+};
+
+/// What introspection reads of a queue: its length and the stamp of its
+/// oldest message (0 when empty).
+struct queue_probe {
+    std::size_t depth = 0;
+    std::uint64_t oldest = 0;
 };
 
 /// The receive's trace event for a message sent as `flow` (queued while
@@ -200,7 +209,7 @@ class sender {
             } else {
                 if (detail::trace_active()) [[unlikely]]
                     flow = detail::trace_flow_id();
-                st_->queue.push_back(detail::queued<T>(std::move(v), flow));
+                st_->queue.push_back(detail::queued<T>(std::move(v), flow, detail::queue_stamp()));
             }
             w = std::exchange(st_->waiter, pid{});
             e = st_->waiter_epoch;
@@ -216,10 +225,14 @@ class sender {
         return {};
     }
     /// Messages queued and not yet received (takes the lock: not for hot paths).
-    std::size_t queued() const {
-        if (!st_) return 0;
+    std::size_t queued() const { return probe().depth; }
+    /// The queue's length and its oldest message's stamp, for introspection
+    /// (takes the lock: not for hot paths).
+    detail::queue_probe probe() const {
+        if (!st_) return {};
         std::lock_guard g(st_->mu);
-        return st_->queue.size();
+        if (st_->queue.empty()) return {};
+        return {st_->queue.size(), st_->queue[0].at};
     }
     /// False once the receiver is gone (a send would hand the message back).
     bool connected() const {
@@ -402,7 +415,7 @@ class receiver {
         } else if (out && unwinding) {
             // Its send named this receiver's next run as the receive: the
             // flow ends at the unwinding run.
-            st_->queue.push_front(detail::queued<T>(std::move(*out), 0));
+            st_->queue.push_front(detail::queued<T>(std::move(*out), 0, detail::queue_stamp()));
             out.reset();
         }
     }

@@ -27,11 +27,17 @@ struct actor_info {
     pid parent;                      ///< invalid for the root
     std::string state;               ///< queued, running, running_notified, parked, done
     std::vector<std::string> names;  ///< registered names (empty until the registry)
+    std::vector<std::string> groups;  ///< process groups it is a member of
     bool trap_exit = false;
     std::uint32_t monitors = 0;  ///< monitors watching it
     std::uint32_t links = 0;
     std::uint32_t joiners = 0;                   ///< actors parked in join() on it
-    std::optional<std::uint64_t> mailbox_depth;  ///< of its registered inbox, if any
+    /// Of its registered and process-group inboxes, if it has any.
+    std::optional<std::uint64_t> mailbox_depth;
+    /// How long the oldest message queued in those inboxes has
+    /// waited (0 when they are empty; nullopt without one). Stamped at the
+    /// sender's last clock read: exact to about a timeslice.
+    std::optional<std::uint64_t> mailbox_age_ns;
     std::uint64_t overruns = 0;                  ///< slices overrun by more than a full slice
     std::uint64_t messages_received = 0;
     bool stop_requested = false;
@@ -62,6 +68,35 @@ snapshot take_snapshot();
 runtime_stats stats();
 /// One actor, or nullopt when `p` is not live (stale or finished and reaped).
 std::optional<actor_info> info(pid p);
+
+/// A supervisor's child as its supervisor last published it. Only
+/// permanent and transient children are listed: temporary ones (connection
+/// actors, thousands) are counted in supervisor_info::temporary.
+struct supervisor_child_info {
+    std::string id;  ///< the child_spec's id
+    pid actor;       ///< its current incarnation (invalid while not running)
+    bool running = false;
+    std::string restart;         ///< permanent, transient
+    std::uint64_t restarts = 0;  ///< times this child was restarted
+    std::string last_exit;       ///< how its last incarnation ended ("" before any)
+};
+
+/// A running supervisor: its policy and restart history.
+struct supervisor_info {
+    pid id;
+    std::string strategy;  ///< one_for_one, one_for_all, rest_for_one
+    std::uint32_t max_restarts = 0;
+    std::uint64_t period_ns = 0;
+    std::uint64_t restarts = 0;   ///< restarts it has made since it started
+    std::uint64_t active = 0;     ///< children running now
+    std::uint64_t temporary = 0;  ///< of those, temporary ones
+    std::vector<supervisor_child_info> children;
+};
+
+/// Every running supervisor (process-wide; a supervisor publishes its
+/// children when they start or end, under a lock of its own, so reading
+/// them never waits on the supervisor's actor).
+std::vector<supervisor_info> supervisors();
 
 /// A node of the parentage forest.
 struct tree_node {

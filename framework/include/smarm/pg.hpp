@@ -35,7 +35,8 @@ struct group {
 };
 
 namespace detail {
-void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx);
+void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx,
+             queue_prober probe);
 bool pg_leave(std::string_view g);
 std::vector<pid> pg_members(std::string_view g, std::type_index type);
 /// The next live member (round robin) and its inbox, or nothing.
@@ -45,7 +46,8 @@ std::optional<resolved_name> pg_pick(std::string_view g, std::type_index type);
 /// The calling actor joins `g`, receiving on `tx`.
 template <class M>
 void join(group<M> g, sender<M> tx) {
-    detail::pg_join(g.text, typeid(M), std::make_shared<sender<M>>(std::move(tx)));
+    detail::pg_join(g.text, typeid(M), std::make_shared<sender<M>>(std::move(tx)),
+                    &detail::sender_probe<M>);
 }
 /// The calling actor leaves `g`; false if it was not a member.
 template <class M>

@@ -63,15 +63,17 @@ struct name_lookup {
     std::optional<resolved_name> found;
     name_error error = name_error::unresolved;
 };
+/// Reads a bound sender's queue for introspection.
+using queue_prober = queue_probe (*)(const void* tx);
 bool registry_bind(std::string_view n, std::type_index type, std::shared_ptr<void> tx,
-                   std::size_t (*depth)(const void*));
+                   queue_prober probe);
 bool registry_bind_for(pid holder, std::string_view n, std::type_index type,
-                       std::shared_ptr<void> tx, std::size_t (*depth)(const void*));
+                       std::shared_ptr<void> tx, queue_prober probe);
 name_lookup registry_resolve(std::string_view n, std::type_index type);
 bool registry_unbind(std::string_view n);
 template <class M>
-std::size_t sender_depth(const void* tx) {
-    return static_cast<const sender<M>*>(tx)->queued();
+queue_probe sender_probe(const void* tx) {
+    return static_cast<const sender<M>*>(tx)->probe();
 }
 }  // namespace detail
 
@@ -80,7 +82,7 @@ std::size_t sender_depth(const void* tx) {
 template <class M>
 bool register_name(name<M> n, sender<M> tx) {
     return detail::registry_bind(n.text, typeid(M), std::make_shared<sender<M>>(std::move(tx)),
-                                 &detail::sender_depth<M>);
+                                 &detail::sender_probe<M>);
 }
 
 /// The live holder of `n`, if any.

@@ -32,6 +32,8 @@ struct runtime_stats {
     std::uint64_t live_actors = 0;
     std::uint64_t timers_pending = 0;
     std::uint64_t run_queue_len = 0;
+    std::uint64_t max_actors = 0;  ///< the slot table's capacity (runtime_config::max_actors)
+    std::uint64_t uptime_ns = 0;   ///< since the run began
 };
 
 }  // namespace smarm

@@ -202,7 +202,7 @@ call_result<Reply> call_with_reply(std::chrono::nanoseconds timeout, Send&& send
 template <class Env>
 void bind_started_server(pid holder, name<Env> n, const sender<Env>& inbox, const char* who) {
     if (registry_bind_for(holder, n.text, typeid(Env), std::make_shared<sender<Env>>(inbox),
-                          &sender_depth<Env>))
+                          &sender_probe<Env>))
         return;
     request_stop(holder);
     throw std::runtime_error(std::string(who) + ": the name \"" + std::string(n.text) +

@@ -169,6 +169,9 @@ bool disarm_timer(std::uint64_t id) noexcept;
 /// The runtime's tick counter (the TSC where there is one): monotonic and
 /// far cheaper than reading the clock.
 std::uint64_t ticks() noexcept;
+/// A coarse ticks() for stamping queued messages: on a scheduler thread its
+/// last clock read (at most about a timeslice old), elsewhere ticks().
+std::uint64_t queue_stamp() noexcept;
 /// The moment a timed wait begins, for deadline_after: ticks(), or under a
 /// clock_source its time in nanoseconds (ticks keep real time).
 inline std::uint64_t wait_moment() noexcept {

@@ -30,9 +30,16 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace smarm::metrics {
+
+/// This process's figures from /proc/self (zeros where it cannot be read).
+struct process_figures {
+    double rss_bytes = 0, cpu_seconds = 0, open_fds = 0;
+};
+process_figures read_process();
 
 class exporter {
   public:
@@ -49,6 +56,8 @@ class exporter {
     /// connection counters, which Prometheus reads as a counter reset.
     void attach(const http::server& srv);
     void detach() noexcept;
+    /// The attached server's connection counters (nullopt when none is).
+    std::optional<http::server_stats> connections() const;
     /// Adds GET /metrics (text exposition format 0.0.4).
     void add_route(http::router& r, std::string path = "/metrics");
     /// The current exposition text.

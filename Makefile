@@ -16,6 +16,8 @@ CTEST_ARGS ?=
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
                   libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox
+# Only `make test` needs the browser (the observer page's test) and curl.
+TEST_PACKAGES  := chromium chromium-driver python3-selenium curl
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk
 # Only the image targets need these (podman runs without a daemon here;
@@ -39,6 +41,7 @@ run: build
 	@$(BUILD)/services/smarm-server --config config/smarm.yaml
 
 test: build
+	@./scripts/install-deps.sh $(TEST_PACKAGES)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 test-tsan: deps

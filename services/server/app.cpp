@@ -35,6 +35,7 @@
 #include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
 #include "debug/trace_routes.hpp"
+#include "observer/observer.hpp"
 
 namespace smarm::services {
 
@@ -203,7 +204,16 @@ struct application::state : std::enable_shared_from_this<application::state> {
         } else {
             c.host = s.admin.host;
             c.port = s.admin.port;
-            if (!s.admin.token.empty()) c.authorize = bearer_token_guard(s.admin.token);
+            if (!s.admin.token.empty()) {
+                // The observer page holds no data: it is served unguarded,
+                // asks for the token and sends it on its fetches.
+                c.authorize = [guard = bearer_token_guard(s.admin.token)](
+                                  const http::request& q) -> std::optional<http::response> {
+                    if (q.method() == http::verb::get && q.path() == "/observer")
+                        return std::nullopt;
+                    return guard(q);
+                };
+            }
         }
         std::lock_guard g(mu);
         // A restart binds the address the first start got (port 0 included).
@@ -257,7 +267,8 @@ struct application::state : std::enable_shared_from_this<application::state> {
         // whatever the config says: never on the public port.
         if ((l == listener::admin) == s.admin.enabled) {
             metrics.add_route(r);
-            add_debug_routes(r);
+            add_debug_routes(r, {.connections = [this] { return metrics.connections(); }});
+            add_observer_route(r);
         }
         if (l == listener::admin) {
             add_causal_routes(r);

@@ -2,7 +2,8 @@
 # smarm-server's admin listener: on by default (loopback), /metrics and
 # /debug/* answer on the admin port only; /test/throw is a 500 with a
 # request id while other routes keep answering. With admin.token (from the
-# environment) every admin request needs the bearer token (401 otherwise),
+# environment) every admin request but the observer page needs the bearer
+# token (401 otherwise),
 # --print-config redacts it, and a bad one is refused without being echoed.
 # With admin.enabled=false the read-only routes move to the main port.
 set -euo pipefail
@@ -79,6 +80,10 @@ get "$admin" /metrics | grep -qi '^WWW-Authenticate: Bearer' || { echo "no Beare
 [ "$(authget "$admin" /metrics "Bearer $token")" = "HTTP/1.1 200 OK" ] || { echo "/metrics with the token"; exit 1; }
 [ "$(authget "$admin" /debug/tree "bearer $token")" = "HTTP/1.1 200 OK" ] || { echo "scheme is case-insensitive"; exit 1; }
 [ "$(status "$port" /plaintext)" = "HTTP/1.1 200 OK" ] || { echo "the main port needs no token"; exit 1; }
+# The observer page holds no data: served without the token; its data is not.
+[ "$(status "$admin" /observer)" = "HTTP/1.1 200 OK" ] || { echo "/observer without the token"; exit 1; }
+[ "$(status "$admin" /debug/actors)" = "HTTP/1.1 401 Unauthorized" ] || { echo "/debug/actors without the token"; exit 1; }
+[ "$(status "$admin" /observer/x)" = "HTTP/1.1 401 Unauthorized" ] || { echo "only /observer is exempt"; exit 1; }
 kill -TERM "$pid"
 wait "$pid"
 printed="$(SMARM_ADMIN_TOKEN="$token" "$server" --config "$config" --print-config)"

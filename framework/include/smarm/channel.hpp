@@ -98,16 +98,19 @@ namespace detail {
 /// A queued message, when it was queued (queue_stamp(): the oldest one's
 /// age is introspection's, smarm/introspect.hpp) and, while tracing, the
 /// flow its send recorded (smarm/trace.hpp; 0: none).
+/// The stamp and the flow come first: a small message packs after them
+/// (an int message is 16 bytes, not 24).
 template <class T>
 struct queued {
-    T value;
     std::uint64_t at;
 #if SMARM_TRACE_ENABLED
     std::uint32_t flow;
-    queued(T&& v, std::uint32_t f, std::uint64_t t) : value(std::move(v)), at(t), flow(f) {}
+    T value;
+    queued(T&& v, std::uint32_t f, std::uint64_t t) : at(t), flow(f), value(std::move(v)) {}
 #else
     static constexpr std::uint32_t flow = 0;
-    queued(T&& v, std::uint32_t, std::uint64_t t) : value(std::move(v)), at(t) {}
+    T value;
+    queued(T&& v, std::uint32_t, std::uint64_t t) : at(t), value(std::move(v)) {}
 #endif
 };
 

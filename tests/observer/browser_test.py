@@ -6,7 +6,8 @@ Starts smarm-server, loads /observer from its admin listener and checks,
 each within a bounded wait: rows for the kv server, the workers and the
 listener; sorting by mailbox depth; the kv server's detail; the tree with
 the `services` supervisor; stopping a worker through the page (confirm
-accepted) raises the restart counts. Saves a screenshot (the test
+accepted) raises the restart counts; a trace taken from the page is
+offered as a download. Saves a screenshot (the test
 artifact; --screenshot also writes it where the README takes it from).
 """
 import argparse
@@ -171,6 +172,13 @@ def main():
         assert (child_restarts(d, "worker-0") or 0) >= 1, child_restarts(d, "worker-0")
         until(d, "the last exit in the tree", lambda: "last exit: stopped" in
               d.find_element(By.ID, "tree").text)
+
+        # Take a trace from the page: a 5 s recording, offered as a download.
+        d.find_element(By.ID, "trace").click()
+        until(d, "the trace's download link", lambda: d.execute_script("""
+            const a = document.querySelector('#result a[download="smarm-trace.json"]');
+            return a && a.href.startsWith('blob:') && /trace recorded/.test(
+                document.getElementById('result').textContent);"""))
 
         # The screenshot: the kv server selected, the table by CPU.
         d.find_element(By.CSS_SELECTOR, 'th[data-sort="cpu"]').click()

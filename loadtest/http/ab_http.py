@@ -15,6 +15,8 @@ Usage:
       --a-args "1" --b "../exp/build/loadtest/http/smarm-hello" --b-args "1" \\
       [--load ka_t1_c64] [--pairs 8] [--duration 5]
   smarm-server: --port-flag=--http.port= --a-args "--config config/smarm.yaml --admin.port=0"
+  Mixed servers: "{port}" in one side's arguments places its port there, e.g.
+      --b-args "--config config/smarm.yaml --http.port={port} --admin.port=0"
 
 Loads are compare_http.py's (ka_t1_c64, ka_t2_c256, close_t2_c32). Needs wrk.
 """
@@ -46,8 +48,12 @@ def main():
     sides = {}
     for i, (name, exe, args) in enumerate((("A", a.a, a.a_args), ("B", a.b, a.b_args))):
         port = a.port + i
-        where = [a.port_flag + str(port)] if a.port_flag else [str(port)]
-        p = subprocess.Popen([exe, *where, *shlex.split(args)], stdout=subprocess.DEVNULL)
+        if "{port}" in args:  # the port placed by the arguments themselves
+            cmd = [exe, *shlex.split(args.replace("{port}", str(port)))]
+        else:
+            where = [a.port_flag + str(port)] if a.port_flag else [str(port)]
+            cmd = [exe, *where, *shlex.split(args)]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         if not wait_port(port) or p.poll() is not None:
             for q, _ in sides.values():
                 q.kill()

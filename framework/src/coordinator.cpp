@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <ctime>
@@ -91,7 +92,8 @@ void parker::unpark() noexcept {
 
 coordinator::coordinator(unsigned schedulers, unsigned awake_cap)
     : n_(schedulers),
-      awake_cap_(awake_cap == 0 || awake_cap > schedulers ? schedulers : awake_cap),
+      max_awake_(awake_cap == 0 || awake_cap > schedulers ? schedulers : awake_cap),
+      cap_(max_awake_),
       origin_(clock::now()) {
     if (schedulers < 1 || schedulers > 64)
         throw std::invalid_argument(
@@ -118,14 +120,20 @@ bool coordinator::wake_one() noexcept {
     return false;
 }
 
-bool coordinator::wake_one_if_idle() noexcept {
+bool coordinator::wake_one_if_idle(bool past_cap) noexcept {
     // Pairs with the fence in park(): the caller's work publication is
     // ordered before this load, the consumer's bit before its re-check.
     dekker_fence();
     std::uint64_t mask = idle_.load(std::memory_order_relaxed);
     if (mask == 0) return false;
-    if (n_ - static_cast<unsigned>(std::popcount(mask)) >= awake_cap_) return false;
+    const unsigned cap = past_cap ? max_awake_ : cap_.load(std::memory_order_relaxed);
+    if (n_ - static_cast<unsigned>(std::popcount(mask)) >= cap) return false;
     return wake_one();
+}
+
+bool coordinator::set_awake_cap(unsigned cap) noexcept {
+    cap = std::clamp(cap, 1u, max_awake_);
+    return cap_.exchange(cap, std::memory_order_relaxed) < cap;
 }
 
 void coordinator::wake_all() noexcept {

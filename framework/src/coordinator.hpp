@@ -41,11 +41,25 @@
 // re-check finds, or saw its bit. The cost: a scheduler stuck in a foreign
 // blocking syscall still counts as awake.
 //
+// The cap moves (set_awake_cap, 1..the CPUs the process may use): the epoll
+// thread lowers it when other processes keep cores busy and raises it when
+// they leave (core_share.hpp has the measurement and its numbers). An idle
+// scheduler that finds more schedulers awake than the cap parks at once
+// instead of spinning (over_cap), so a capped runtime runs like one with
+// fewer schedulers while the cores are contended. Work that already waited
+// a 16th of a slice behind a busy actor (spill_stale_wake_slot) wakes a
+// sibling past the moved cap: the cap saves eager wakes, it does not make a
+// runnable actor wait out another's slice. Soundness needs only
+// cap >= 1 at every moment, whatever value a producer reads: the Dekker
+// argument above holds for any awake scheduler it counted
+// (tests/models/awake_cap.pml, whose broken variant lets the cap reach 0).
+//
 // Rejected: a wake pipe (level-triggered herd: 8 threads ran 7x slower than
 // 2 in the seed), broadcast wakes, millisecond timeouts (sub-ms sleeps
 // truncated to busy polls).
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -112,10 +126,21 @@ class coordinator {
 
     /// Wake exactly one parked scheduler (highest idle bit). False if none.
     bool wake_one() noexcept;
-    /// Producer tail: fence + one relaxed mask load; wake_one only if non-zero.
-    bool wake_one_if_idle() noexcept;
+    /// Producer tail: fence + one relaxed mask load; wake_one only if non-zero
+    /// and fewer than the awake cap are awake (`past_cap`: fewer than the
+    /// cap's ceiling, for work already stale behind a busy actor).
+    bool wake_one_if_idle(bool past_cap = false) noexcept;
     /// Terminal wake: clear the mask and permit every parker. Idempotent.
     void wake_all() noexcept;
+    /// The awake cap now (relaxed: a stale value is sound, see the note).
+    unsigned awake_cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
+    /// Clamps to 1..the constructor's cap. Returns true when it rose.
+    bool set_awake_cap(unsigned cap) noexcept;
+    /// More schedulers awake than the cap (an idle one should not spin).
+    bool over_cap() const noexcept {
+        return n_ - static_cast<unsigned>(std::popcount(idle_.load(std::memory_order_relaxed))) >
+               cap_.load(std::memory_order_relaxed);
+    }
     /// Latest idle mask (an RMW read). Tests and introspection only.
     std::uint64_t idle_mask() noexcept { return idle_.fetch_or(0, std::memory_order_acq_rel); }
 
@@ -163,7 +188,10 @@ class coordinator {
 
     static constexpr std::uint64_t no_timekeeper = ~std::uint64_t{0};
     unsigned n_;
-    unsigned awake_cap_;  // immutable
+    unsigned max_awake_;  // immutable: the cap's ceiling
+    // Written by the epoll thread (set_awake_cap), read relaxed by producers
+    // and idle schedulers: any value in 1..max_awake_ is sound.
+    std::atomic<unsigned> cap_;
     std::unique_ptr<parker[]> parkers_;
     std::atomic<std::uint64_t> idle_{0};
     // Written under the timer_service lock; read lock-free by the insert wake path.

@@ -292,6 +292,7 @@ void io_driver::epoll_loop() {
                         FUTEX_WAIT_PRIVATE, seq, &ts, nullptr, 0);
             }
             backstop_resting_.store(false, std::memory_order_seq_cst);
+            rt_.sample_core_share();  // reads /proc/stat once per window
             int n = epoll_wait(epfd_, evs, batch, 0);
             if (n > 0) dispatch(evs, n, nullptr);
             continue;

@@ -200,6 +200,7 @@ runtime_impl::runtime_impl(runtime_config cfg)
       slots_(cfg_.max_actors),
       queue_(cfg_.max_actors),
       coord_(cfg_.schedulers, usable_cpus()),
+      cores_(usable_cpus(), std::min(cfg_.schedulers, usable_cpus())),
       stacks_(cfg_.stack_size, cfg_.guard_pages, guarded_stack_budget(cfg_)),
       // Busy-path timer due-check period: 1 us.
       timers_(*this, coord_, slots_, static_cast<std::uint64_t>(1000.0 * ticks_per_ns())),
@@ -321,6 +322,15 @@ void runtime_impl::run(unique_function root) {
         std::rethrow_exception(root_outcome.error);
 }
 
+void runtime_impl::sample_core_share() noexcept {
+    if (!cfg_.share_cores) return;
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // wall time, never the runtime's clock_source
+    const unsigned cap = cores_.sample(static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+                                       static_cast<std::uint64_t>(ts.tv_nsec));
+    if (coord_.set_awake_cap(cap) && !queue_.empty()) coord_.wake_one_if_idle();
+}
+
 runtime_stats runtime_impl::stats() const {
     runtime_stats r;
     for (unsigned i = 0; i < cfg_.schedulers; ++i) {
@@ -354,6 +364,7 @@ runtime_stats runtime_impl::stats() const {
     r.timers_pending = timers_.pending();
     r.run_queue_len = queue_.size();
     r.max_actors = cfg_.max_actors;
+    r.awake_cap = coord_.awake_cap();
     const std::uint64_t began = scheds_[0].started.load(std::memory_order_relaxed);
     if (const std::uint64_t now = ticks(); began != 0 && now > began)
         r.uptime_ns = static_cast<std::uint64_t>(static_cast<double>(now - began) / ticks_per_ns());

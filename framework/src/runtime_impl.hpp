@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "coordinator.hpp"
+#include "core_share.hpp"
 #include "run_queue.hpp"
 #include "scheduler.hpp"
 #include "slot_table.hpp"
@@ -143,6 +144,10 @@ class runtime_impl {
     /// Every parked scheduler rechecks its work and the timers (a
     /// clock_source's time moved).
     void wake_all_schedulers() noexcept { coord_.wake_all(); }
+    /// The epoll thread, resting (some scheduler is awake): re-sample the
+    /// cores other processes use and move the awake cap (core_share.hpp);
+    /// a risen cap with work queued wakes a sibling.
+    void sample_core_share() noexcept;
     /// The name tables (names.hpp).
     registry& names() noexcept { return *names_; }
     process_groups& groups() noexcept { return *groups_; }
@@ -208,6 +213,7 @@ class runtime_impl {
     // benchmark moved measurably when they were aligned, docs/perf-log.md).
     alignas(64) run_queue queue_;
     alignas(64) coordinator coord_;
+    core_share cores_;  // the epoll thread's alone
     stack_pool stacks_;
 
     timer_service timers_;

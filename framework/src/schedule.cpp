@@ -109,7 +109,8 @@ bool runtime_impl::idle_spin(scheduler& s) {
     // parked on a socket is taken here instead of through the epoll thread
     // and a futex wake (Go's idle-P netpoll; the two-thread hop cost ~100 us
     // per round trip on a 2-vCPU VM).
-    if (spin_ticks_ == 0 || s.spun) {
+    // Over the awake cap (other processes hold the cores): park at once.
+    if (spin_ticks_ == 0 || s.spun || coord_.over_cap()) {
         s.spun = false;
         return false;
     }
@@ -244,7 +245,8 @@ void runtime_impl::spill_stale_wake_slot(scheduler& s, std::uint64_t now) noexce
         if (now - s.wake_seen_at < slice_ticks_ / 16) return;
         slot* stale = std::exchange(s.wake_slot, nullptr);
         s.wake_seen = nullptr;
-        enqueue_shared(stale->index);
+        queue_.push(stale->index);
+        coord_.wake_one_if_idle(/*past_cap=*/true);  // it waited: past a moved cap
         return;
     }
     s.wake_seen = s.wake_slot;

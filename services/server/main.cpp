@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     smarm::runtime_config rc;
     rc.schedulers = static_cast<unsigned>(s.runtime.schedulers);
     rc.max_actors = s.runtime.max_actors;
+    rc.share_cores = s.runtime.share_cores;
     int status = 0;
     try {
         smarm::runtime rt(rc);

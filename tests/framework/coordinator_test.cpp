@@ -1,4 +1,12 @@
 #include "coordinator.hpp"
+#include "core_share.hpp"
+
+#include <smarm/runtime.hpp>
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -263,6 +271,96 @@ TEST(Coordinator, NoLostWakeUnderStress) {
     for (auto& t : ts)
         t.join();
     EXPECT_EQ(consumed.load(), items);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CoreShare, CapIsTheCoresOthersLeaveRoundedToAWholeCore) {
+    using smarm::internal::core_share;
+    EXPECT_EQ(core_share::cap_for(0.0, 2, 2), 2u);
+    EXPECT_EQ(core_share::cap_for(0.4, 2, 2), 2u);
+    EXPECT_EQ(core_share::cap_for(0.6, 2, 2), 1u);
+    EXPECT_EQ(core_share::cap_for(1.0, 2, 2), 1u);
+    EXPECT_EQ(core_share::cap_for(3.0, 2, 2), 1u) << "never below one";
+    EXPECT_EQ(core_share::cap_for(-0.2, 2, 2), 2u) << "a negative estimate is none";
+    EXPECT_EQ(core_share::cap_for(0.0, 8, 4), 4u) << "never above the ceiling";
+    EXPECT_EQ(core_share::cap_for(2.4, 8, 8), 6u);
+}
+
+TEST(Coordinator, AMovedAwakeCapHoldsBackOrAllowsWakes) {
+    coordinator c(2, 2);
+    EXPECT_EQ(c.awake_cap(), 2u);
+    EXPECT_FALSE(c.set_awake_cap(0)) << "clamped to 1: a fall";
+    EXPECT_EQ(c.awake_cap(), 1u);
+    EXPECT_TRUE(c.over_cap()) << "two awake, cap one";
+    std::atomic<bool> back{false};
+    std::thread t([&] {
+        c.park(1, std::nullopt, [] { return false; });
+        back = true;
+    });
+    wait_for([&] { return c.idle_mask() == 2u; }, "scheduler 1 never parked");
+    EXPECT_FALSE(c.over_cap());
+    EXPECT_FALSE(c.wake_one_if_idle()) << "one awake already fills a cap of one";
+    EXPECT_FALSE(back.load());
+    EXPECT_TRUE(c.set_awake_cap(5)) << "clamped to 2: a rise";
+    EXPECT_EQ(c.awake_cap(), 2u);
+    EXPECT_TRUE(c.wake_one_if_idle());
+    t.join();
+    EXPECT_TRUE(back.load());
+}
+
+unsigned usable_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
+}
+
+// Other processes spinning on every core but one: the epoll thread's
+// sampler must cap the awake schedulers at one within a few windows.
+TEST(ShareCores, ProcessesHoldingTheOtherCoresCapTheAwakeSchedulersAtOne) {
+    const unsigned cores = usable_cores();
+    if (cores < 2) GTEST_SKIP() << "one usable core: the cap is one already";
+    std::vector<pid_t> hogs;
+    for (unsigned i = 0; i + 1 < cores; ++i) {
+        const pid_t p = fork();
+        ASSERT_GE(p, 0);
+        if (p == 0) {
+            for (;;)
+                asm volatile("" ::: "memory");  // spin until killed
+        }
+        hogs.push_back(p);
+    }
+    smarm::runtime_config rc;
+    rc.schedulers = 2;
+    smarm::runtime rt(rc);
+    std::uint64_t cap = 0;
+    rt.run([&] {
+        // A yielding actor keeps a scheduler awake, so the epoll thread
+        // rests and samples.
+        const auto end = std::chrono::steady_clock::now() + 20s;
+        while (std::chrono::steady_clock::now() < end) {
+            cap = rt.stats().awake_cap;
+            if (cap == 1) break;
+            smarm::yield_now();
+        }
+    });
+    for (pid_t p : hogs) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+    }
+    EXPECT_EQ(cap, 1u) << "the awake cap never followed the cores the other processes took";
+}
+
+TEST(ShareCores, OffKeepsEveryUsableSchedulerAwakeable) {
+    smarm::runtime_config rc;
+    rc.schedulers = 2;
+    rc.share_cores = false;
+    smarm::runtime rt(rc);
+    std::uint64_t cap = 0;
+    rt.run([&] { cap = rt.stats().awake_cap; });
+    EXPECT_EQ(cap, std::min(2u, usable_cores()));
 }
 
 }  // namespace

@@ -34,6 +34,9 @@ struct runtime_stats {
     std::uint64_t run_queue_len = 0;
     std::uint64_t max_actors = 0;  ///< the slot table's capacity (runtime_config::max_actors)
     std::uint64_t uptime_ns = 0;   ///< since the run began
+    /// Schedulers the runtime keeps awake at most now: the cores other
+    /// processes leave free (runtime_config::share_cores), else all.
+    std::uint64_t awake_cap = 0;
 };
 
 }  // namespace smarm

@@ -66,6 +66,7 @@ struct admin_settings {
 struct runtime_settings {
     std::uint64_t schedulers = 0;  ///< 0 = one per hardware thread
     std::uint64_t max_actors = std::uint64_t{1} << 20;
+    bool share_cores = true;  ///< runtime_config::share_cores
 };
 
 struct kv_settings {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <x86intrin.h>
 
 #include <atomic>
 #include <chrono>
@@ -463,6 +464,11 @@ TEST(CausalLatency, AWindowReadDuringHitsIsConsistent) {
     // descheduled by a loaded machine only makes the test take longer).
     for (int i = 0; i < 20000 || windows_with_hits < 200; ++i) {
         const auto after = smarm::latency_point::snapshot()["causal_test.torn"];
+        // rdtsc is not ordered after earlier loads: without the lfence it
+        // can read the clock before the snapshot's loads complete, and a
+        // hit counted by the snapshot then carries a tick a few ticks past
+        // t1 (seen: -7 under ctest -j2).
+        _mm_lfence();
         const std::uint64_t t1 = smarm::detail::ticks();
         const std::uint64_t hits = after.arrivals - before.arrivals;
         std::uint64_t v = (hits * t1 - (after.arrival_ticks - before.arrival_ticks)) & mask;

@@ -68,7 +68,7 @@ def main():
             order = ("A", "B") if i % 2 == 0 else ("B", "A")
             for name in order:
                 p, port = sides[name]
-                rps, _, err, us = run_wrk(port, a.load, a.duration, p.pid)
+                rps, _, err, us, _ = run_wrk(port, a.load, a.duration, p.pid)
                 res[name].append((rps, us))
                 print(f"pair {i + 1} {name} {rps:10.0f} req/s  {us:6.2f} us CPU/req  errors {err}",
                       flush=True)

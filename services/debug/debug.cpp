@@ -78,6 +78,16 @@ void append_process(std::string& out, const debug_sources& src) {
 
 namespace {
 
+/// A JSON array of strings.
+void append_strings(std::string& out, const std::vector<std::string>& xs) {
+    out += '[';
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+        if (i) out += ',';
+        append_json_string(out, xs[i]);
+    }
+    out += ']';
+}
+
 /// One actor as a JSON object (the fields of /debug/actors' entries).
 void append_actor(std::string& out, const introspect::actor_info& a) {
     out += "{\"pid\":";
@@ -89,17 +99,11 @@ void append_actor(std::string& out, const introspect::actor_info& a) {
         out += "null";
     out += ",\"state\":";
     append_json_string(out, a.state);
-    out += ",\"names\":[";
-    for (std::size_t i = 0; i < a.names.size(); ++i) {
-        if (i) out += ',';
-        append_json_string(out, a.names[i]);
-    }
-    out += "],\"groups\":[";
-    for (std::size_t i = 0; i < a.groups.size(); ++i) {
-        if (i) out += ',';
-        append_json_string(out, a.groups[i]);
-    }
-    out += "],\"mailbox_depth\":";
+    out += ",\"names\":";
+    append_strings(out, a.names);
+    out += ",\"groups\":";
+    append_strings(out, a.groups);
+    out += ",\"mailbox_depth\":";
     out += a.mailbox_depth ? std::to_string(*a.mailbox_depth) : "null";
     out += ",\"mailbox_age_ns\":";
     out += a.mailbox_age_ns ? std::to_string(*a.mailbox_age_ns) : "null";

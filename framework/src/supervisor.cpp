@@ -282,19 +282,14 @@ class supervisor_state {
                      c.spec.restart == restart_policy::permanent ? "permanent" : "transient",
                      c.restarts, c.last_exit});
             }
-        std::size_t listed_running = 0;
-        if (rows)
-            for (auto& r : list)
-                listed_running += r.running ? 1 : 0;
         std::lock_guard g(pub_->mu);
         auto& in = pub_->info;
         in.active = running_by_monitor_.size();
-        if (rows) {
-            in.children = std::move(list);
-        } else {
-            for (auto& r : in.children)
-                listed_running += r.running ? 1 : 0;
-        }
+        if (rows) in.children = std::move(list);
+        // Listed children are few (never the temporary ones): count them here.
+        std::size_t listed_running = 0;
+        for (auto& r : in.children)
+            listed_running += r.running ? 1 : 0;
         in.temporary = in.active - std::min<std::uint64_t>(in.active, listed_running);
     }
 

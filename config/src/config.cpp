@@ -257,7 +257,8 @@ const std::vector<key_def>& table() {
         u64_key("runtime.max_actors", "live actors at most", 1024, std::uint64_t{1} << 24,
                 [](settings& s) -> std::uint64_t& { return s.runtime.max_actors; }),
         bool_key("runtime.share_cores",
-                 "keep no more schedulers awake than the cores other processes leave free",
+                 "keep no more schedulers awake, and spin idle no more, than the cores "
+                 "other processes leave free allow",
                  [](settings& s) -> bool& { return s.runtime.share_cores; }),
         size_key("kv.value_limit", "bytes per stored value (else 413)", 0, 1ull << 30,
                  [](settings& s) -> std::uint64_t& { return s.kv.value_limit; }),

@@ -30,6 +30,12 @@ unsigned core_share::cap_for(double others_cores, unsigned usable, unsigned max_
     return std::min(static_cast<unsigned>(rounded), std::max(max_cap, 1u));
 }
 
+bool core_share::spin_for(double others_cores, double self_busy_cores, unsigned usable) noexcept {
+    const double idle =
+        static_cast<double>(usable) - std::max(others_cores, 0.0) - std::max(self_busy_cores, 0.0);
+    return idle >= 0.5;
+}
+
 bool core_share::read(std::uint64_t& busy_ticks, std::uint64_t& self_ns) noexcept {
     // The first line: "cpu  user nice system idle iowait irq softirq steal ...".
     char buf[256];
@@ -52,23 +58,29 @@ bool core_share::read(std::uint64_t& busy_ticks, std::uint64_t& self_ns) noexcep
     return true;
 }
 
-unsigned core_share::sample(std::uint64_t now_ns) noexcept {
-    if (stat_fd_ < 0 || max_cap_ == 1) return max_cap_;
-    if (last_ns_ != 0 && now_ns - last_ns_ < window_ns) return cap_;
+core_share::verdict core_share::sample(std::uint64_t now_ns, std::uint64_t spun_ns) noexcept {
+    if (stat_fd_ < 0) return {max_cap_, true};
+    if (last_ns_ != 0 && now_ns - last_ns_ < window_ns) return {cap_, spin_};
     std::uint64_t busy = 0, self = 0;
-    if (!read(busy, self)) return cap_;
-    if (last_ns_ != 0 && busy >= last_busy_ && self >= last_self_) {
+    if (!read(busy, self)) return {cap_, spin_};
+    if (last_ns_ != 0 && busy >= last_busy_ && self >= last_self_ && spun_ns >= last_spun_) {
         const double wall = static_cast<double>(now_ns - last_ns_);
         const double all = static_cast<double>(busy - last_busy_) * ns_per_tick_;
-        const double others = (all - static_cast<double>(self - last_self_)) / wall;
+        const double mine = static_cast<double>(self - last_self_);
+        const double others = (all - mine) / wall;
+        const double spun = static_cast<double>(spun_ns - last_spun_);
         const unsigned want = cap_for(others, usable_, max_cap_);
         if (want == pending_) cap_ = want;  // two windows in a row agree
         pending_ = want;
+        const bool spin = spin_for(others, (mine - spun) / wall, usable_);
+        if (spin == pending_spin_) spin_ = spin;
+        pending_spin_ = spin;
     }
     last_ns_ = now_ns;
     last_busy_ = busy;
     last_self_ = self;
-    return cap_;
+    last_spun_ = spun_ns;
+    return {cap_, spin_};
 }
 
 }  // namespace smarm::internal

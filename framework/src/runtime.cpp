@@ -326,9 +326,15 @@ void runtime_impl::sample_core_share() noexcept {
     if (!cfg_.share_cores) return;
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);  // wall time, never the runtime's clock_source
-    const unsigned cap = cores_.sample(static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-                                       static_cast<std::uint64_t>(ts.tv_nsec));
-    if (coord_.set_awake_cap(cap) && !queue_.empty()) coord_.wake_one_if_idle();
+    std::uint64_t spun = 0;
+    for (unsigned i = 0; i < cfg_.schedulers; ++i)
+        spun += scheds_[i].spin_ticks.load(std::memory_order_relaxed);
+    const core_share::verdict v =
+        cores_.sample(static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+                          static_cast<std::uint64_t>(ts.tv_nsec),
+                      static_cast<std::uint64_t>(static_cast<double>(spun) / ticks_per_ns()));
+    spin_allowed_.store(v.spin, std::memory_order_relaxed);
+    if (coord_.set_awake_cap(v.cap) && !queue_.empty()) coord_.wake_one_if_idle();
 }
 
 runtime_stats runtime_impl::stats() const {
@@ -365,6 +371,7 @@ runtime_stats runtime_impl::stats() const {
     r.run_queue_len = queue_.size();
     r.max_actors = cfg_.max_actors;
     r.awake_cap = coord_.awake_cap();
+    r.idle_spin = spin_ticks_ != 0 && spin_allowed_.load(std::memory_order_relaxed);
     const std::uint64_t began = scheds_[0].started.load(std::memory_order_relaxed);
     if (const std::uint64_t now = ticks(); began != 0 && now > began)
         r.uptime_ns = static_cast<std::uint64_t>(static_cast<double>(now - began) / ticks_per_ns());

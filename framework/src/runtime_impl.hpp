@@ -145,8 +145,9 @@ class runtime_impl {
     /// clock_source's time moved).
     void wake_all_schedulers() noexcept { coord_.wake_all(); }
     /// The epoll thread, resting (some scheduler is awake): re-sample the
-    /// cores other processes use and move the awake cap (core_share.hpp);
-    /// a risen cap with work queued wakes a sibling.
+    /// cores other processes use, move the awake cap and allow or forbid
+    /// idle spinning (core_share.hpp); a risen cap with work queued wakes a
+    /// sibling.
     void sample_core_share() noexcept;
     /// The name tables (names.hpp).
     registry& names() noexcept { return *names_; }
@@ -214,6 +215,10 @@ class runtime_impl {
     alignas(64) run_queue queue_;
     alignas(64) coordinator coord_;
     core_share cores_;  // the epoll thread's alone
+    // Written by the epoll thread (sample_core_share), read by idle
+    // schedulers; relaxed: a stale value only decides whether one idle
+    // spell spins (parking is always safe).
+    std::atomic<bool> spin_allowed_{true};
     stack_pool stacks_;
 
     timer_service timers_;

@@ -109,8 +109,10 @@ bool runtime_impl::idle_spin(scheduler& s) {
     // parked on a socket is taken here instead of through the epoll thread
     // and a futex wake (Go's idle-P netpoll; the two-thread hop cost ~100 us
     // per round trip on a 2-vCPU VM).
-    // Over the awake cap (other processes hold the cores): park at once.
-    if (spin_ticks_ == 0 || s.spun || coord_.over_cap()) {
+    // Over the awake cap, or no idle core to spin on (other processes hold
+    // the cores, core_share.hpp): park at once.
+    if (spin_ticks_ == 0 || s.spun || coord_.over_cap() ||
+        !spin_allowed_.load(std::memory_order_relaxed)) {
         s.spun = false;
         return false;
     }

@@ -34,6 +34,7 @@ void append_stats(std::string& out, const runtime_stats& st) {
     field(out, "max_actors", st.max_actors);
     field(out, "uptime_ns", st.uptime_ns);
     field(out, "awake_cap", st.awake_cap);
+    out += st.idle_spin ? ",\"idle_spin\":true" : ",\"idle_spin\":false";
     out += ",\"schedulers\":[";
     for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
         auto& k = st.schedulers[i];

@@ -289,6 +289,17 @@ TEST(CoreShare, CapIsTheCoresOthersLeaveRoundedToAWholeCore) {
     EXPECT_EQ(core_share::cap_for(2.4, 8, 8), 6u);
 }
 
+TEST(CoreShare, SpinningNeedsHalfACoreIdleCountingOurSpinningAsIdle) {
+    using smarm::internal::core_share;
+    EXPECT_TRUE(core_share::spin_for(0.0, 0.6, 2)) << "an idle machine";
+    EXPECT_TRUE(core_share::spin_for(1.0, 0.5, 2)) << "half a core left";
+    EXPECT_FALSE(core_share::spin_for(1.0, 0.6, 2)) << "a load generator and us fill the cores";
+    EXPECT_FALSE(core_share::spin_for(0.0, 1.9, 2)) << "our own work fills them";
+    EXPECT_FALSE(core_share::spin_for(1.8, 0.0, 2)) << "others fill them";
+    EXPECT_TRUE(core_share::spin_for(-0.3, 1.0, 2)) << "a negative estimate is none";
+    EXPECT_TRUE(core_share::spin_for(6.0, 1.0, 8));
+}
+
 TEST(Coordinator, AMovedAwakeCapHoldsBackOrAllowsWakes) {
     coordinator c(2, 2);
     EXPECT_EQ(c.awake_cap(), 2u);
@@ -318,7 +329,8 @@ unsigned usable_cores() {
 }
 
 // Other processes spinning on every core but one: the epoll thread's
-// sampler must cap the awake schedulers at one within a few windows.
+// sampler must cap the awake schedulers at one within a few windows, and
+// with our busy actor on that one core no idle core is left to spin on.
 TEST(ShareCores, ProcessesHoldingTheOtherCoresCapTheAwakeSchedulersAtOne) {
     const unsigned cores = usable_cores();
     if (cores < 2) GTEST_SKIP() << "one usable core: the cap is one already";
@@ -336,13 +348,16 @@ TEST(ShareCores, ProcessesHoldingTheOtherCoresCapTheAwakeSchedulersAtOne) {
     rc.schedulers = 2;
     smarm::runtime rt(rc);
     std::uint64_t cap = 0;
+    bool spin = true;
     rt.run([&] {
         // A yielding actor keeps a scheduler awake, so the epoll thread
         // rests and samples.
         const auto end = std::chrono::steady_clock::now() + 20s;
         while (std::chrono::steady_clock::now() < end) {
-            cap = rt.stats().awake_cap;
-            if (cap == 1) break;
+            const smarm::runtime_stats st = rt.stats();
+            cap = st.awake_cap;
+            spin = st.idle_spin;
+            if (cap == 1 && !spin) break;
             smarm::yield_now();
         }
     });
@@ -351,6 +366,7 @@ TEST(ShareCores, ProcessesHoldingTheOtherCoresCapTheAwakeSchedulersAtOne) {
         waitpid(p, nullptr, 0);
     }
     EXPECT_EQ(cap, 1u) << "the awake cap never followed the cores the other processes took";
+    EXPECT_FALSE(spin) << "idle schedulers still spin on cores the other processes want";
 }
 
 TEST(ShareCores, OffKeepsEveryUsableSchedulerAwakeable) {
@@ -359,8 +375,22 @@ TEST(ShareCores, OffKeepsEveryUsableSchedulerAwakeable) {
     rc.share_cores = false;
     smarm::runtime rt(rc);
     std::uint64_t cap = 0;
-    rt.run([&] { cap = rt.stats().awake_cap; });
+    bool spin = false;
+    rt.run([&] {
+        cap = rt.stats().awake_cap;
+        spin = rt.stats().idle_spin;
+    });
     EXPECT_EQ(cap, std::min(2u, usable_cores()));
+    EXPECT_TRUE(spin);
+}
+
+TEST(ShareCores, NoIdleSpinConfiguredReportsNoSpinning) {
+    smarm::runtime_config rc;
+    rc.idle_spin = std::chrono::nanoseconds::zero();
+    smarm::runtime rt(rc);
+    bool spin = true;
+    rt.run([&] { spin = rt.stats().idle_spin; });
+    EXPECT_FALSE(spin);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ enum class socket_registration { persistent, oneshot };
 /// | `stack_size` | address space per actor stack, guard page excluded; only touched pages cost memory | 256 KiB | 16 KiB..1 GiB, rounded up to pages |
 /// | `timeslice` | how long an actor runs before an observation point yields it | 1 ms | 10 µs..10 s |
 /// | `idle_spin` | how long an idle scheduler spins (polling for work and sockets) before it sleeps | 50 µs | 0..10 ms |
-/// | `share_cores` | keep no more schedulers awake than the cores other processes leave free (sampled from /proc/stat every 100 ms; an idle scheduler past that cap sleeps instead of spinning): a load generator or a neighbour on the same cores then costs no futex churn. Off: every scheduler may be awake | true | — |
+/// | `share_cores` | keep no more schedulers awake than the cores other processes leave free (sampled from /proc/stat every 100 ms; an idle scheduler past that cap sleeps instead of spinning), and spin idle only while at least half a core is left idle: a load generator or a neighbour on the same cores then costs no futex churn and no spinning. Off: every scheduler may be awake and spin | true | — |
 /// | `guard_pages` | a PROT_NONE page below every stack | true | — |
 /// | `alloc_check_interval` | with the `smarm::alloc_preempt` library linked, every Nth allocation of an actor (operator new) may yield it when its timeslice is spent (0 = off) | 0 | any |
 /// | `blocking_threads` | threads of the pool that runs blocking calls (`block_on_io`) | 2 | 1..1024 |

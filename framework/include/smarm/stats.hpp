@@ -37,6 +37,10 @@ struct runtime_stats {
     /// Schedulers the runtime keeps awake at most now: the cores other
     /// processes leave free (runtime_config::share_cores), else all.
     std::uint64_t awake_cap = 0;
+    /// Whether an idle scheduler spins before it sleeps now: idle_spin is
+    /// set and (with share_cores) at least half a core is left idle by
+    /// everything but this process's spinning.
+    bool idle_spin = false;
 };
 
 }  // namespace smarm

@@ -15,9 +15,10 @@ CTEST_ARGS ?=
 
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
-                  libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox
-# Only `make test` needs the browser (the observer page's test) and curl.
-TEST_PACKAGES  := chromium chromium-driver python3-selenium curl
+                  libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox libpq-dev
+# Only `make test` needs the browser (the observer page's test), curl and a
+# PostgreSQL server (the postgres client's tests start their own).
+TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk
 # Only the image targets need these (podman runs without a daemon here;

@@ -1,0 +1,344 @@
+// The connection: libpq in non-blocking mode, waited on with smarm's fd
+// waits. The protocol with libpq (its "Asynchronous Command Processing"
+// rules): after a send, PQflush until it returns 0, waiting for the socket
+// to be writable or readable (a server busy writing must be read from
+// before it reads more); then, for every PQgetResult, PQconsumeInput while
+// PQisBusy, waiting for readable in between. PQgetResult is never called
+// while busy (it would block the scheduler thread).
+//
+// A connection's state is consistent only between calls: anything that
+// leaves a call early with a statement still in flight (a stop, a broken
+// socket, a cancel the server never confirmed) marks it broken, and a
+// broken connection refuses every further call.
+
+#include <smarm/io.hpp>
+#include <smarm/postgres/postgres.hpp>
+
+#include <libpq-fe.h>
+
+#include <string>
+#include <unordered_map>
+
+namespace smarm::postgres {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string ms_text(std::chrono::nanoseconds d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+std::string trimmed(const char* s) {
+    std::string out = s != nullptr ? s : "";
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+        out.pop_back();
+    return out;
+}
+
+// Parks until the socket is readable (writable when `write`), or the
+// deadline passes (false). libpq asks a flush that cannot finish to wait
+// for either direction, so that a server blocked writing to us is read
+// from; that happens only with several statements in flight (pipelining,
+// COPY), which this connection never has: it waits for writable alone.
+bool wait_socket(int fd, bool write, clock_type::time_point deadline) {
+    const auto left = deadline - clock_type::now();
+    if (left <= clock_type::duration::zero()) return false;
+    return write ? smarm::wait_writable(fd, left) : smarm::wait_readable(fd, left);
+}
+
+}  // namespace
+
+void detail::result_deleter::operator()(pg_result* r) const noexcept {
+    PQclear(r);
+}
+
+struct connection::state {
+    PGconn* pg = nullptr;
+    bool broken = false;
+    // Statement text + parameter types -> prepared statement name.
+    std::unordered_map<std::string, std::string> statements;
+    std::uint64_t next_statement = 0;
+
+    ~state() {
+        if (pg != nullptr) PQfinish(pg);
+    }
+
+    [[noreturn]] void fail(const std::string& what) {
+        broken = true;
+        throw connection_error("postgres: " + what + ": " + trimmed(PQerrorMessage(pg)), "08006");
+    }
+
+    // Sends what libpq buffered.
+    bool flush(clock_type::time_point deadline) {
+        for (;;) {
+            const int r = PQflush(pg);
+            if (r == 0) return true;
+            if (r < 0) fail("sending failed");
+            if (!wait_socket(PQsocket(pg), true, deadline)) return false;
+            if (PQconsumeInput(pg) == 0) fail("the connection broke");
+        }
+    }
+
+    // Reads until a result is ready without blocking.
+    bool until_ready(clock_type::time_point deadline) {
+        while (PQisBusy(pg) != 0) {
+            if (!wait_socket(PQsocket(pg), false, deadline)) return false;
+            if (PQconsumeInput(pg) == 0) fail("the connection broke");
+        }
+        return true;
+    }
+
+    // Asks the server to cancel what runs (a blocking call: on the pool).
+    void cancel() {
+        PGcancel* c = PQgetCancel(pg);
+        if (c == nullptr) return;
+        smarm::block_on_io([c] {
+            char buf[256];
+            return PQcancel(c, buf, sizeof buf);
+        });
+        PQfreeCancel(c);
+    }
+
+    // Collects every result of the statement sent; gives back the last.
+    // On the deadline: cancel, wait up to `grace` for the server to end
+    // the statement, then throw timeout.
+    result collect(clock_type::time_point deadline, std::chrono::nanoseconds timeout,
+                   std::chrono::nanoseconds grace) {
+        bool timed_out = false;
+        if (!flush(deadline)) {
+            // Not even sent whole: the protocol stream is cut mid-message.
+            broken = true;
+            throw postgres::timeout("postgres: the statement could not be sent within " +
+                                        ms_text(timeout) + "; the connection is closed",
+                                    "57014");
+        }
+        std::unique_ptr<pg_result, detail::result_deleter> last, failed;
+        for (;;) {
+            if (!until_ready(deadline)) {
+                if (timed_out) {
+                    broken = true;
+                    throw postgres::timeout("postgres: the statement exceeded its deadline of " +
+                                                ms_text(timeout) +
+                                                " and the server did not confirm the cancel "
+                                                "within " +
+                                                ms_text(grace) + "; the connection is closed",
+                                            "57014");
+                }
+                timed_out = true;
+                cancel();
+                deadline = clock_type::now() + grace;
+                continue;
+            }
+            PGresult* r = PQgetResult(pg);
+            if (r == nullptr) break;
+            std::unique_ptr<pg_result, detail::result_deleter> owned(r);
+            const ExecStatusType st = PQresultStatus(r);
+            if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+                if (!failed) failed = std::move(owned);
+            } else if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+                broken = true;
+                throw error(
+                    "postgres: COPY is not supported through execute(); the connection "
+                    "is closed");
+            } else {
+                last = std::move(owned);
+            }
+        }
+        if (PQstatus(pg) == CONNECTION_BAD) fail("the connection broke");
+        if (timed_out)
+            throw postgres::timeout("postgres: the statement exceeded its deadline of " +
+                                        ms_text(timeout) + " and was cancelled on the server",
+                                    "57014");
+        if (failed) throw_server(failed.get());
+        return result(last.release());
+    }
+
+    [[noreturn]] static void throw_server(const PGresult* r) {
+        const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        const char* msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+        const char* det = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+        std::string sqlstate = code != nullptr ? code : "";
+        std::string message = msg != nullptr ? msg : trimmed(PQresultErrorMessage(r));
+        std::string what = "postgres: " + (sqlstate.empty() ? "" : sqlstate + ": ") + message;
+        if (det != nullptr) what += " (" + std::string(det) + ")";
+        throw server_error(what, std::move(sqlstate), std::move(message),
+                           det != nullptr ? det : "");
+    }
+};
+
+connection::connection(std::unique_ptr<state> s, const options& opts)
+    : s_(std::move(s)), opts_(opts) {}
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&&) noexcept = default;
+connection::~connection() = default;
+
+connection connection::connect(const options& opts) {
+    if (opts.connect_timeout <= std::chrono::nanoseconds::zero() ||
+        opts.query_timeout <= std::chrono::nanoseconds::zero() ||
+        opts.cancel_grace <= std::chrono::nanoseconds::zero())
+        throw std::invalid_argument(
+            "smarm::postgres::options: connect_timeout, query_timeout and cancel_grace must be > "
+            "0");
+    auto s = std::make_unique<state>();
+    // PQconnectStart may resolve the host name: a blocking call.
+    const std::string conninfo = opts.conninfo;
+    s->pg = smarm::block_on_io([&conninfo] { return PQconnectStart(conninfo.c_str()); });
+    if (s->pg == nullptr) throw connection_error("postgres: out of memory connecting", "08001");
+    if (PQstatus(s->pg) == CONNECTION_BAD)
+        throw connection_error("postgres: cannot connect: " + trimmed(PQerrorMessage(s->pg)),
+                               "08001");
+    PQsetNoticeProcessor(
+        s->pg, [](void*, const char*) {}, nullptr);
+    const auto deadline = clock_type::now() + opts.connect_timeout;
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    for (;;) {
+        if (st == PGRES_POLLING_OK) break;
+        if (st == PGRES_POLLING_FAILED)
+            throw connection_error("postgres: cannot connect: " + trimmed(PQerrorMessage(s->pg)),
+                                   "08001");
+        if (!wait_socket(PQsocket(s->pg), st == PGRES_POLLING_WRITING, deadline))
+            throw connection_error(
+                "postgres: cannot connect: no answer within " + ms_text(opts.connect_timeout),
+                "08001");
+        st = PQconnectPoll(s->pg);
+    }
+    if (PQsetnonblocking(s->pg, 1) != 0)
+        throw connection_error(
+            "postgres: cannot make the connection non-blocking: " + trimmed(PQerrorMessage(s->pg)),
+            "08001");
+    return connection(std::move(s), opts);
+}
+
+bool connection::ok() const noexcept {
+    return s_ && !s_->broken && PQstatus(s_->pg) == CONNECTION_OK;
+}
+
+bool connection::in_transaction() const noexcept {
+    if (!s_) return false;
+    const PGTransactionStatusType t = PQtransactionStatus(s_->pg);
+    return t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
+}
+
+int connection::backend_pid() const noexcept {
+    return s_ ? PQbackendPID(s_->pg) : 0;
+}
+
+std::size_t connection::prepared() const noexcept {
+    return s_ ? s_->statements.size() : 0;
+}
+
+result connection::run_params(std::chrono::nanoseconds timeout, std::string_view sql,
+                              std::span<const detail::param> ps) {
+    if (!ok())
+        throw connection_error("postgres: the connection is closed or broken; connect again",
+                               "08003");
+    if (timeout <= std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("smarm::postgres: a statement's timeout must be > 0");
+    const int n = static_cast<int>(ps.size());
+    std::vector<Oid> oids(ps.size());
+    std::vector<const char*> values(ps.size());
+    std::vector<int> lengths(ps.size()), formats(ps.size());
+    std::string key(sql);
+    key += '\0';
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+        oids[i] = ps[i].oid;
+        values[i] = ps[i].null ? nullptr : ps[i].value.data();
+        lengths[i] = static_cast<int>(ps[i].value.size());
+        formats[i] = ps[i].binary ? 1 : 0;
+        key += std::to_string(ps[i].oid);
+        key += ',';
+    }
+    const std::string text(sql);
+    const auto deadline = clock_type::now() + timeout;
+    state& s = *s_;
+    // Anything leaving before the statement's end leaves the protocol
+    // mid-statement: the connection is then broken (see the top).
+    struct guard {
+        state& s;
+        bool done = false;
+        ~guard() {
+            if (!done) s.broken = true;
+        }
+    } g{s};
+    auto finish = [&](result r) {
+        g.done = true;
+        return r;
+    };
+    auto it = s.statements.find(key);
+    if (it == s.statements.end() && s.statements.size() < opts_.statement_cache) {
+        std::string name = "smarm_" + std::to_string(s.next_statement++);
+        if (PQsendPrepare(s.pg, name.c_str(), text.c_str(), n, oids.data()) == 0)
+            s.fail("cannot send the statement");
+        try {
+            s.collect(deadline, timeout, opts_.cancel_grace);
+        } catch (const server_error&) {
+            g.done = true;  // refused at parse: nothing in flight
+            throw;
+        } catch (const postgres::timeout&) {
+            if (!s.broken) g.done = true;
+            throw;
+        }
+        it = s.statements.emplace(std::move(key), std::move(name)).first;
+    }
+    const int sent = it != s.statements.end()
+                         ? PQsendQueryPrepared(s.pg, it->second.c_str(), n, values.data(),
+                                               lengths.data(), formats.data(), 0)
+                         : PQsendQueryParams(s.pg, text.c_str(), n, oids.data(), values.data(),
+                                             lengths.data(), formats.data(), 0);
+    if (sent == 0) s.fail("cannot send the statement");
+    try {
+        return finish(s.collect(deadline, timeout, opts_.cancel_grace));
+    } catch (const server_error&) {
+        g.done = true;
+        throw;
+    } catch (const postgres::timeout&) {
+        if (!s.broken) g.done = true;
+        throw;
+    }
+}
+
+transaction connection::begin() {
+    execute("BEGIN");
+    return transaction(*this);
+}
+
+connection& transaction::conn() const {
+    if (c_ == nullptr) throw std::logic_error("smarm::postgres::transaction: already ended");
+    return *c_;
+}
+
+void transaction::commit() {
+    connection& c = conn();
+    c_ = nullptr;
+    const bool failed = PQtransactionStatus(c.s_->pg) == PQTRANS_INERROR;
+    c.execute("COMMIT");
+    if (failed)
+        throw error("postgres: the transaction was rolled back: a statement in it failed", "25P02");
+}
+
+void transaction::rollback() {
+    connection& c = conn();
+    c_ = nullptr;
+    c.execute("ROLLBACK");
+}
+
+transaction::~transaction() {
+    if (c_ == nullptr) return;
+    connection& c = *std::exchange(c_, nullptr);
+    if (!c.ok() || !c.in_transaction()) return;
+    try {
+        c.execute(within{c.opts_.cancel_grace}, "ROLLBACK");
+    } catch (...) {
+        // Could not roll back (a stop, a timeout, a broken socket): closing
+        // the connection makes the server roll back.
+        c.s_->broken = true;
+    }
+    if (c.in_transaction()) {
+        PQfinish(c.s_->pg);
+        c.s_->pg = nullptr;
+        c.s_->broken = true;
+    }
+}
+
+}  // namespace smarm::postgres

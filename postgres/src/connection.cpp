@@ -140,7 +140,8 @@ struct connection::state {
                 broken = true;
                 throw error(
                     "postgres: COPY is not supported through execute(); the connection "
-                    "is closed");
+                    "is closed",
+                    "0A000");
             } else {
                 last = std::move(owned);
             }
@@ -228,8 +229,28 @@ std::size_t connection::prepared() const noexcept {
     return s_ ? s_->statements.size() : 0;
 }
 
+bool connection::alive() noexcept {
+    if (!ok()) return false;
+    if (PQconsumeInput(s_->pg) == 0 || PQstatus(s_->pg) != CONNECTION_OK) s_->broken = true;
+    return ok();
+}
+
 result connection::run_params(std::chrono::nanoseconds timeout, std::string_view sql,
                               std::span<const detail::param> ps) {
+    if (!opts_.on_statement) return run_untimed(timeout, sql, ps);
+    const auto t0 = clock_type::now();
+    try {
+        result r = run_untimed(timeout, sql, ps);
+        opts_.on_statement(clock_type::now() - t0, "");
+        return r;
+    } catch (const error& e) {
+        opts_.on_statement(clock_type::now() - t0, e.sqlstate());
+        throw;
+    }
+}
+
+result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_view sql,
+                               std::span<const detail::param> ps) {
     if (!ok())
         throw connection_error("postgres: the connection is closed or broken; connect again",
                                "08003");

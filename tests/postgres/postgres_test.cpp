@@ -323,3 +323,22 @@ SMARM_TEST(Postgres, ABrokenConnectionSaysSoAndRefusesFurtherCalls) {
 }
 
 }  // namespace
+
+namespace {
+
+SMARM_TEST(Postgres, TheStatementHookSeesEachStatementAndItsSqlstate) {
+    std::vector<std::string> states;
+    auto o = opts();
+    o.on_statement = [&](std::chrono::nanoseconds d, std::string_view sqlstate) {
+        EXPECT_GE(d.count(), 0);
+        states.emplace_back(sqlstate);
+    };
+    auto c = pq::connection::connect(o);
+    (void)c.query_one<int>("select 1");
+    EXPECT_THROW(c.execute("select * from no_such_table"), pq::server_error);
+    EXPECT_THROW(c.execute(pq::within{50ms}, "select pg_sleep(10)"), pq::timeout);
+    EXPECT_EQ(states, (std::vector<std::string>{"", "42P01", "57014"}));
+    EXPECT_TRUE(c.alive());
+}
+
+}  // namespace

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -113,7 +114,7 @@ struct within {
 struct options {
     /// A libpq connection string ("host=/tmp port=5432 dbname=app user=svc")
     /// or URI ("postgresql://svc@db:5432/app").
-    std::string conninfo;
+    std::string conninfo{};
     /// Connecting (TCP, TLS, authentication) gives up after this.
     std::chrono::nanoseconds connect_timeout = std::chrono::seconds(10);
     /// The deadline of a call given no `within`.
@@ -124,6 +125,10 @@ struct options {
     /// Statements kept prepared per connection; past it a statement runs
     /// unprepared (0 = never prepare).
     std::size_t statement_cache = 256;
+    /// Called after every statement in the calling actor with its duration
+    /// and SQLSTATE ("" when it succeeded; "57014" a deadline, "08006" a
+    /// broken connection): where metrics hook in. Must not throw.
+    std::function<void(std::chrono::nanoseconds, std::string_view sqlstate)> on_statement{};
 };
 
 namespace detail {
@@ -338,6 +343,10 @@ class connection {
     /// False once the connection broke (a connection_error was thrown, or
     /// a cancel went unconfirmed): drop it and connect again.
     bool ok() const noexcept;
+    /// Reads what the server sent meanwhile without waiting and says
+    /// whether the connection is still usable: an idle connection whose
+    /// server restarted (or closed it) is found dead here.
+    bool alive() noexcept;
     /// Inside a transaction block (BEGIN issued, not yet ended).
     bool in_transaction() const noexcept;
     /// The backend's process id (pg_stat_activity.pid).
@@ -356,6 +365,8 @@ class connection {
     }
     result run_params(std::chrono::nanoseconds timeout, std::string_view sql,
                       std::span<const detail::param> ps);
+    result run_untimed(std::chrono::nanoseconds timeout, std::string_view sql,
+                       std::span<const detail::param> ps);
     template <class... T>
     static auto rows_as(const result& r) {
         using R = std::conditional_t<sizeof...(T) == 1, std::tuple_element_t<0, std::tuple<T...>>,

@@ -188,6 +188,73 @@ key_def secret_key(std::string name, std::string doc, std::function<std::string&
             true};
 }
 
+/// A database URL or conninfo with its password replaced by the
+/// placeholder: "postgresql://app:<redacted>@db/app", "... password=<redacted>".
+std::string redact_password(std::string v) {
+    const std::string mark(redacted);
+    if (auto scheme = v.find("://"); scheme != std::string::npos) {
+        const auto start = scheme + 3;
+        const auto at = v.find('@', start);
+        const auto slash = v.find('/', start);
+        if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+            const auto colon = v.find(':', start);
+            if (colon != std::string::npos && colon < at)
+                v.replace(colon + 1, at - colon - 1, mark);
+        }
+        // A password given as a query parameter.
+        for (auto p = v.find("password="); p != std::string::npos; p = v.find("password=", p + 1)) {
+            const auto from = p + 9;
+            const auto end = v.find('&', from);
+            v.replace(from, (end == std::string::npos ? v.size() : end) - from, mark);
+        }
+        return v;
+    }
+    // key = value form: password = secret, or password = 'sec ret'.
+    for (std::size_t p = v.find("password"); p != std::string::npos;
+         p = v.find("password", p + 1)) {
+        auto i = p + 8;
+        while (i < v.size() && v[i] == ' ')
+            ++i;
+        if (i >= v.size() || v[i] != '=') continue;
+        ++i;
+        while (i < v.size() && v[i] == ' ')
+            ++i;
+        auto end = i;
+        if (end < v.size() && v[end] == '\'') {
+            ++end;
+            while (end < v.size() && v[end] != '\'') {
+                if (v[end] == '\\') ++end;
+                ++end;
+            }
+            if (end < v.size()) ++end;
+        } else {
+            while (end < v.size() && v[end] != ' ')
+                ++end;
+        }
+        v.replace(i, end - i, mark);
+    }
+    return v;
+}
+
+/// A database URL: printed with its password redacted, never echoed in an
+/// error; the placeholder itself is refused (a printed config fed back in
+/// must fail, not connect with "<redacted>" as the password).
+key_def url_key(std::string name, std::string doc, std::function<std::string&(settings&)> at) {
+    return {std::move(name),
+            std::move(doc),
+            "a libpq URI (postgresql://user:password@host:port/db) or conninfo "
+            "(\"host=... dbname=...\"), or \"\"",
+            [=](settings& s, const std::string& v) {
+                if (v.find(redacted) != std::string::npos)
+                    throw std::invalid_argument(
+                        "holds the placeholder --print-config prints for a password; give the "
+                        "password itself");
+                at(s) = v;
+            },
+            [=](const settings& s) { return quote(redact_password(at(const_cast<settings&>(s)))); },
+            true};
+}
+
 const std::vector<key_def>& table() {
     using namespace std::chrono_literals;
     static const std::vector<key_def> t = {
@@ -299,6 +366,23 @@ const std::vector<key_def>& table() {
                  [](settings& s) -> std::uint64_t& { return s.trace.buffer; }),
         size_key("trace.max_bytes", "a trace's JSON at most (the oldest events are cut)", 4096,
                  1ull << 30, [](settings& s) -> std::uint64_t& { return s.trace.max_bytes; }),
+        url_key("postgres.url",
+                "the database of the notes service (/notes/{id}; \"\" = off): its pool, its "
+                "readiness in /readyz and its metrics",
+                [](settings& s) -> std::string& { return s.postgres.url; }),
+        u64_key("postgres.pool_size", "connections to the database at most", 1, 1000,
+                [](settings& s) -> std::uint64_t& { return s.postgres.pool_size; }),
+        duration_key(
+            "postgres.checkout_timeout",
+            "a request waits this long for a free connection (else 503)", 1ms, 1h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.postgres.checkout_timeout; }),
+        duration_key(
+            "postgres.query_timeout",
+            "a statement runs this long at most, then is cancelled on the server (504)", 1ms, 1h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.postgres.query_timeout; }),
+        duration_key(
+            "postgres.connect_timeout", "connecting to the database gives up after this", 1ms, 1h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.postgres.connect_timeout; }),
         string_key("log.level", "log level", {"trace", "debug", "info", "warn", "error", "off"},
                    [](settings& s) -> std::string& { return s.log.level; }),
     };

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -89,6 +90,7 @@ class scrape_time_collector : public prometheus::Collectable {
     // while a scrape still reads the server it detaches.
     mutable std::mutex mu;
     const http::server* server = nullptr;
+    std::function<db_pool_figures()> db;  // guarded by mu
 
     std::optional<http::server_stats> connections() const {
         std::lock_guard g(mu);
@@ -190,6 +192,38 @@ class scrape_time_collector : public prometheus::Collectable {
                 proc.cpu_seconds);
         gauge("process_open_fds", "Open file descriptors.", proc.open_fds);
 
+        std::function<db_pool_figures()> db_source;
+        {
+            std::lock_guard g(mu);
+            db_source = db;
+        }
+        if (db_source) {
+            const db_pool_figures d = db_source();
+            auto conns = family("smarm_db_pool_connections",
+                                "Database pool connections: open, in use, checkouts waiting, and "
+                                "the pool's size.",
+                                MetricType::Gauge);
+            sample(conns, static_cast<double>(d.open), {"state", "open"});
+            sample(conns, static_cast<double>(d.in_use), {"state", "in_use"});
+            sample(conns, static_cast<double>(d.waiting), {"state", "waiting"});
+            sample(conns, static_cast<double>(d.size), {"state", "size"});
+            out.push_back(std::move(conns));
+            gauge("smarm_db_pool_healthy", "1 while the last connect to the database worked.",
+                  d.healthy ? 1.0 : 0.0);
+            counter("smarm_db_pool_checkouts_total", "Connections checked out of the pool.",
+                    static_cast<double>(d.checkouts));
+            counter("smarm_db_pool_waits_total", "Checkouts that had to wait for a connection.",
+                    static_cast<double>(d.waited));
+            counter("smarm_db_pool_timeouts_total",
+                    "Checkouts that got no connection (deadline passed or database down).",
+                    static_cast<double>(d.timeouts));
+            counter("smarm_db_pool_connect_failures_total", "Failed connects to the database.",
+                    static_cast<double>(d.connect_failures));
+            counter("smarm_db_pool_discarded_total",
+                    "Connections closed as broken or returned inside a transaction.",
+                    static_cast<double>(d.discarded));
+        }
+
         if (auto stats = connections()) {
             auto& st = *stats;
             gauge("smarm_http_connections_active", "HTTP connections open now.",
@@ -214,6 +248,10 @@ struct exporter::impl {
     std::shared_ptr<scrape_time_collector> runtime = std::make_shared<scrape_time_collector>();
     prometheus::Family<prometheus::Counter>* requests = nullptr;
     prometheus::Family<prometheus::Histogram>* durations = nullptr;
+    prometheus::Histogram* db_checkout = nullptr;
+    prometheus::Histogram* db_statement = nullptr;
+    prometheus::Family<prometheus::Counter>* db_errors = nullptr;
+    std::map<std::string, prometheus::Counter*, std::less<>> db_error_classes;  // guarded by mu
 
     // Per-label-set metric handles, so a request does one map lookup under
     // a short lock instead of the family's own label hashing.
@@ -266,7 +304,29 @@ struct exporter::impl {
     }
 };
 
+namespace {
+const prometheus::Histogram::BucketBoundaries db_buckets{
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+}
+
 exporter::exporter() : p_(std::make_shared<impl>()) {
+    p_->db_checkout = &prometheus::BuildHistogram()
+                           .Name("smarm_db_pool_checkout_duration_seconds")
+                           .Help("Time a checkout waited for a database connection.")
+                           .Register(*p_->registry)
+                           .Add({}, db_buckets);
+    p_->db_statement = &prometheus::BuildHistogram()
+                            .Name("smarm_db_query_duration_seconds")
+                            .Help("Database statement duration, sent to result (or error).")
+                            .Register(*p_->registry)
+                            .Add({}, db_buckets);
+    p_->db_errors = &prometheus::BuildCounter()
+                         .Name("smarm_db_query_errors_total")
+                         .Help(
+                             "Database statements that failed, by SQLSTATE class (its first "
+                             "two characters).")
+                         .Register(*p_->registry);
     p_->requests = &prometheus::BuildCounter()
                         .Name("smarm_http_requests_total")
                         .Help("HTTP requests answered, by route pattern, method and status.")
@@ -296,6 +356,44 @@ void exporter::detach() noexcept {
 
 std::optional<http::server_stats> exporter::connections() const {
     return p_->runtime->connections();
+}
+
+void exporter::attach_db_pool(std::function<db_pool_figures()> source) {
+    std::lock_guard g(p_->runtime->mu);
+    p_->runtime->db = std::move(source);
+}
+
+void exporter::detach_db_pool() noexcept {
+    std::lock_guard g(p_->runtime->mu);
+    p_->runtime->db = nullptr;
+}
+
+std::function<void(std::chrono::nanoseconds)> exporter::db_checkout_observer() {
+    auto p = p_;
+    return [p](std::chrono::nanoseconds waited) {
+        p->db_checkout->Observe(std::chrono::duration<double>(waited).count());
+    };
+}
+
+std::function<void(std::chrono::nanoseconds, std::string_view)> exporter::db_statement_observer() {
+    auto p = p_;
+    return [p](std::chrono::nanoseconds d, std::string_view sqlstate) {
+        p->db_statement->Observe(std::chrono::duration<double>(d).count());
+        if (sqlstate.empty()) return;
+        // Classes are two characters of [0-9A-Z]: a bounded label.
+        std::string cls(sqlstate.substr(0, 2));
+        for (char& c : cls)
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '?';
+        prometheus::Counter* c;
+        {
+            std::lock_guard g(p->mu);
+            auto it = p->db_error_classes.find(cls);
+            if (it == p->db_error_classes.end())
+                it = p->db_error_classes.emplace(cls, &p->db_errors->Add({{"class", cls}})).first;
+            c = it->second;
+        }
+        c->Increment();
+    };
 }
 
 std::string exporter::scrape() const {

@@ -54,6 +54,7 @@ namespace detail {
 struct pool_core {
     pool_options opts;
     sender<server_base::envelope> inbox;  // the pool's actor
+    pid actor;
     std::atomic<std::uint64_t> open{0}, in_use{0}, waiting{0}, connecting{0}, checkouts{0},
         waited{0}, timeouts{0}, connect_failures{0}, discarded{0};
     std::atomic<bool> healthy{false};
@@ -205,7 +206,7 @@ class pool_server final : public server_base {
     lease failure() const {
         std::lock_guard<std::mutex> g(core_->m);
         return detail::pool_core::make_failure(
-            core_->last_error.empty() ? "the server is unreachable" : core_->last_error);
+            core_->last_error.empty() ? "postgres: the server is unreachable" : core_->last_error);
     }
 
     // A free connection: to the first waiter still waiting, else idle.
@@ -306,7 +307,9 @@ pool::pool(pool_options opts) {
         throw std::invalid_argument("smarm::postgres::pool_options.connection.conninfo is empty");
     core_ = std::make_shared<detail::pool_core>();
     core_->opts = std::move(opts);
-    core_->inbox = smarm::start<pool_server>(core_).inbox;
+    auto ref = smarm::start<pool_server>(core_);
+    core_->actor = ref.id;
+    core_->inbox = std::move(ref.inbox);
     (void)core_->send(warm{});
 }
 
@@ -352,6 +355,10 @@ lease pool::checkout(std::chrono::nanoseconds timeout) {
                            std::to_string(st.size) + ": " + std::to_string(st.in_use) +
                            " in use, " + std::to_string(st.waiting) + " waiting)",
                        "53300");
+}
+
+smarm::pid pool::actor() const noexcept {
+    return core_ ? core_->actor : smarm::pid{};
 }
 
 pool_stats pool::stats() const {

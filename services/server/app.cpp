@@ -35,6 +35,7 @@
 #include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
 #include "debug/trace_routes.hpp"
+#include "notes/notes.hpp"
 #include "observer/observer.hpp"
 
 namespace smarm::services {
@@ -94,6 +95,18 @@ std::vector<child_spec> default_services(const config::settings& s) {
     auto children = worker_children(workers_options_from(s));
     children.insert(children.begin(), kv_child(kv_options_from(s)));
     return children;
+}
+
+notes_options notes_options_from(const config::settings& s, metrics::exporter& m) {
+    notes_options o;
+    o.pool.connection.conninfo = s.postgres.url;
+    o.pool.connection.connect_timeout = s.postgres.connect_timeout;
+    o.pool.connection.query_timeout = s.postgres.query_timeout;
+    o.pool.connection.on_statement = m.db_statement_observer();
+    o.pool.size = s.postgres.pool_size;
+    o.pool.checkout_timeout = s.postgres.checkout_timeout;
+    o.pool.on_checkout = m.db_checkout_observer();
+    return o;
 }
 
 http::server_config http_config_from(const config::settings& s) {
@@ -166,6 +179,11 @@ std::optional<std::string> describe(const std::exception_ptr& e) {
 struct application::state : std::enable_shared_from_this<application::state> {
     state(config::settings cfg, std::vector<child_spec> svc)
         : s(std::move(cfg)), services(std::move(svc)) {
+        if (!s.postgres.url.empty()) {
+            notes = std::make_shared<notes_state>();
+            services.push_back(notes_child(notes_options_from(s, metrics), notes));
+            metrics.attach_db_pool([n = notes] { return n->figures(); });
+        }
         auto [etx, erx] = channel<int>();
         ended_tx = std::move(etx);
         ended_rx = std::move(erx);
@@ -175,8 +193,9 @@ struct application::state : std::enable_shared_from_this<application::state> {
     }
 
     const config::settings s;
-    const std::vector<child_spec> services;
+    std::vector<child_spec> services;  // with notes_child when postgres.url is set
     metrics::exporter metrics;
+    std::shared_ptr<notes_state> notes;  // null without postgres.url
     supervisor_ref top;
 
     // The http child sends here when its server stopped on its own.
@@ -226,6 +245,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
         if (l == listener::http) {
             add_kv_routes(r, kv_options_from(s));
             add_worker_routes(r, workers_options_from(s));
+            if (notes) add_notes_routes(r, notes);
             if (s.http.test_routes) {
                 r.get("/test/throw", [](http::request&) -> http::response {
                     throw std::runtime_error("/test/throw: thrown on purpose");
@@ -313,6 +333,8 @@ struct application::state : std::enable_shared_from_this<application::state> {
         }
         if (!whereis(kv_name)) return "kv";
         if (members(workers_group).empty()) return "workers";
+        if (notes)
+            if (auto why = notes->not_ready()) return why;
         return std::nullopt;
     }
 

@@ -127,6 +127,36 @@ TEST(Config, AdminIsOnByDefaultAndItsTokenIsRedacted) {
               std::string::npos);
 }
 
+// Issue 26: the database URL is printed with its password redacted, in
+// either libpq form, and the placeholder fed back in is refused.
+TEST(Config, PostgresUrlPrintsWithItsPasswordRedacted) {
+    EXPECT_TRUE(config::load_from("").postgres.url.empty()) << "no database by default";
+    for (auto [url, shown] : {
+             std::pair{"postgresql://app:s3cret-pw@db:5432/app",
+                       "postgresql://app:<redacted>@db:5432/app"},
+             std::pair{"postgres://app@db/app?password=s3cret-pw&sslmode=require",
+                       "postgres://app@db/app?password=<redacted>&sslmode=require"},
+             std::pair{"host=db user=app password=s3cret-pw dbname=app",
+                       "host=db user=app password=<redacted> dbname=app"},
+             std::pair{"host=db password = 's3cret-pw with space' dbname=app",
+                       "host=db password = <redacted> dbname=app"},
+             std::pair{"postgresql:///app?host=/run/pg", "postgresql:///app?host=/run/pg"},
+         }) {
+        auto s = config::load_from("", {{"SMARM_POSTGRES_URL", url}});
+        EXPECT_EQ(s.postgres.url, url);
+        const std::string printed = config::to_yaml(s);
+        EXPECT_NE(printed.find(std::string("url: \"") + shown + "\""), std::string::npos)
+            << printed;
+        EXPECT_EQ(printed.find("s3cret-pw"), std::string::npos) << printed;
+        if (std::string(url) != shown) {
+            EXPECT_NE(error_of(printed).find("postgres.url"), std::string::npos)
+                << "the placeholder was taken as a password";
+        }
+    }
+    EXPECT_NE(error_of("postgres:\n  pool_size: 0\n").find("postgres.pool_size"),
+              std::string::npos);
+}
+
 TEST(Config, PrintedConfigLoadsBackTheSame) {
     auto s = config::load_from(
         "http:\n  port: 1234\n  access_log_file: \"/tmp/a \\\"b\\\".log\"\n  drain_timeout: "

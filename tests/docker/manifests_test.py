@@ -23,6 +23,27 @@ import yaml
 BASE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1", "zlib1g"}
 
 
+def depends_closure(packages):
+    """The packages apt installs for `packages` (--no-install-recommends):
+    them and their Depends and Pre-Depends, recursively, as this Debian
+    (the image's release) declares them."""
+    seen, todo = set(), list(packages)
+    while todo:
+        pkg = todo.pop()
+        if pkg in seen:
+            continue
+        seen.add(pkg)
+        q = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", pkg],
+                           capture_output=True, text=True)
+        if q.returncode != 0:
+            continue  # not installed here: its own name is all we know
+        for alt in q.stdout.replace("|", ",").split(","):
+            name = alt.strip().split(" ")[0].split(":")[0]
+            if name:
+                todo.append(name)
+    return seen
+
+
 def fail(msg):
     print("FAIL:", msg)
     sys.exit(1)
@@ -61,7 +82,7 @@ def main():
 
     # Every linked library's package is installed by the runtime stage.
     install = re.search(r"apt-get install -y --no-install-recommends(.*?)&&", runtime, re.S)
-    installed = set(install.group(1).replace("\\", " ").split())
+    installed = depends_closure(set(install.group(1).replace("\\", " ").split()))
     ldd = subprocess.run(["ldd", server], capture_output=True, text=True, check=True).stdout
     for line in ldd.splitlines():
         m = re.match(r"\s*(\S+) => (\S+)", line)

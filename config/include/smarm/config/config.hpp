@@ -99,6 +99,16 @@ struct trace_settings {
     std::uint64_t max_bytes = std::uint64_t{64} << 20;  ///< JSON per trace at most
 };
 
+struct postgres_settings {
+    /// libpq URI or conninfo ("" = no database: the notes service is off).
+    /// Printed with its password redacted.
+    std::string url;
+    std::uint64_t pool_size = 10;
+    std::chrono::nanoseconds checkout_timeout = std::chrono::seconds(1);  ///< else 503
+    std::chrono::nanoseconds query_timeout = std::chrono::seconds(5);     ///< else 504
+    std::chrono::nanoseconds connect_timeout = std::chrono::seconds(5);
+};
+
 struct log_settings {
     std::string level = "info";  ///< trace, debug, info, warn, error, off
 };
@@ -112,6 +122,7 @@ struct settings {
     workers_settings workers;
     causal_settings causal;
     trace_settings trace;
+    postgres_settings postgres;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)
 };

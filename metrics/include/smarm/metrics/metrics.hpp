@@ -20,6 +20,15 @@
 //   smarm_supervisor_give_ups_total, smarm_progress_total{name},
 //   smarm_causal_experiment_running, smarm_causal_injected_seconds_total,
 //   process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
+//   With a database pool attached (attach_db_pool, the observers below):
+//   smarm_db_pool_connections{state=open|in_use|waiting|size},
+//   smarm_db_pool_healthy, smarm_db_pool_checkouts_total,
+//   smarm_db_pool_waits_total, smarm_db_pool_timeouts_total,
+//   smarm_db_pool_connect_failures_total, smarm_db_pool_discarded_total,
+//   smarm_db_pool_checkout_duration_seconds (histogram),
+//   smarm_db_query_duration_seconds (histogram),
+//   smarm_db_query_errors_total{class} (the SQLSTATE's two-character class:
+//   "23" integrity, "57" cancelled / operator intervention, "08" connection)
 // Runtime and process families are read at scrape time (introspection and
 // stats), so they cost nothing between scrapes.
 //
@@ -28,12 +37,22 @@
 #include <smarm/http/router.hpp>
 #include <smarm/http/server.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace smarm::metrics {
+
+/// A database pool's counters, read at scrape time (attach_db_pool).
+struct db_pool_figures {
+    std::uint64_t size = 0, open = 0, in_use = 0, waiting = 0;
+    std::uint64_t checkouts = 0, waited = 0, timeouts = 0, connect_failures = 0, discarded = 0;
+    bool healthy = false;
+};
 
 /// This process's figures from /proc/self (zeros where it cannot be read).
 struct process_figures {
@@ -58,6 +77,15 @@ class exporter {
     void detach() noexcept;
     /// The attached server's connection counters (nullopt when none is).
     std::optional<http::server_stats> connections() const;
+    /// Reports a database pool through `source` (called at each scrape,
+    /// from the scraping actor) until detach_db_pool().
+    void attach_db_pool(std::function<db_pool_figures()> source);
+    void detach_db_pool() noexcept;
+    /// For postgres::pool_options::on_checkout: the time a checkout waited.
+    std::function<void(std::chrono::nanoseconds)> db_checkout_observer();
+    /// For postgres::options::on_statement: each statement's duration and
+    /// SQLSTATE ("" = success).
+    std::function<void(std::chrono::nanoseconds, std::string_view)> db_statement_observer();
     /// Adds GET /metrics (text exposition format 0.0.4).
     void add_route(http::router& r, std::string path = "/metrics");
     /// The current exposition text.

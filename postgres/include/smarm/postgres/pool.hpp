@@ -36,6 +36,7 @@
 // Thread safety: a pool handle is used from actors, any number at once; it
 // must not outlive the run. A lease belongs to one actor at a time.
 
+#include <smarm/pid.hpp>
 #include <smarm/postgres/postgres.hpp>
 
 #include <atomic>
@@ -146,6 +147,8 @@ class pool {
     }
 
     pool_stats stats() const;
+    /// The pool's actor (monitor it to learn the pool ended).
+    smarm::pid actor() const noexcept;
 
   private:
     std::shared_ptr<detail::pool_core> core_;

@@ -20,7 +20,7 @@ APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgt
 # PostgreSQL server (the postgres client's tests start their own).
 TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql
 # Only `make bench` / `make compare` need the peers and strace.
-BENCH_PACKAGES := golang-go strace nginx-light wrk
+BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql
 # Only the image targets need these (podman runs without a daemon here;
 # prometheus scrapes the running image as compose's Prometheus would).
 IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc prometheus

@@ -37,10 +37,9 @@ std::string trimmed(const char* s) {
 }
 
 // Parks until the socket is readable (writable when `write`), or the
-// deadline passes (false). libpq asks a flush that cannot finish to wait
-// for either direction, so that a server blocked writing to us is read
-// from; that happens only with several statements in flight (pipelining,
-// COPY), which this connection never has: it waits for writable alone.
+// deadline passes (false). One direction at a time (a descriptor takes one
+// fd wait per actor); a flush that cannot finish reads in between instead
+// (state::flush).
 bool wait_socket(int fd, bool write, clock_type::time_point deadline) {
     const auto left = deadline - clock_type::now();
     if (left <= clock_type::duration::zero()) return false;
@@ -69,24 +68,58 @@ struct connection::state {
         throw connection_error("postgres: " + what + ": " + trimmed(PQerrorMessage(pg)), "08006");
     }
 
-    // Sends what libpq buffered.
-    bool flush(clock_type::time_point deadline) {
+    // One call's deadline and what happened to it.
+    struct clock_state {
+        clock_type::time_point deadline;
+        std::chrono::nanoseconds timeout, grace;
+        bool timed_out = false;
+    };
+    using owned = std::unique_ptr<pg_result, detail::result_deleter>;
+
+    // Sends what libpq buffered. While the send cannot finish, what the
+    // server sent is read in between (at least every millisecond), so a
+    // server blocked writing results to us (a pipeline) makes progress.
+    void flush(const clock_state& c) {
         for (;;) {
             const int r = PQflush(pg);
-            if (r == 0) return true;
+            if (r == 0) return;
             if (r < 0) fail("sending failed");
-            if (!wait_socket(PQsocket(pg), true, deadline)) return false;
+            const auto now = clock_type::now();
+            if (now >= c.deadline) {
+                // Not even sent whole: the protocol stream is cut mid-message.
+                broken = true;
+                throw postgres::timeout("postgres: the statement could not be sent within " +
+                                            ms_text(c.timeout) + "; the connection is closed",
+                                        "57014");
+            }
+            (void)smarm::wait_writable(
+                PQsocket(pg),
+                std::min<clock_type::duration>(c.deadline - now, std::chrono::milliseconds(1)));
             if (PQconsumeInput(pg) == 0) fail("the connection broke");
         }
     }
 
-    // Reads until a result is ready without blocking.
-    bool until_ready(clock_type::time_point deadline) {
+    // Reads until a result is ready without blocking. At the deadline the
+    // statement is cancelled once and `grace` more is given; past that the
+    // connection is given up.
+    void until_ready(clock_state& c) {
         while (PQisBusy(pg) != 0) {
-            if (!wait_socket(PQsocket(pg), false, deadline)) return false;
-            if (PQconsumeInput(pg) == 0) fail("the connection broke");
+            if (wait_socket(PQsocket(pg), false, c.deadline)) {
+                if (PQconsumeInput(pg) == 0) fail("the connection broke");
+                continue;
+            }
+            if (c.timed_out) {
+                broken = true;
+                throw postgres::timeout("postgres: the statement exceeded its deadline of " +
+                                            ms_text(c.timeout) +
+                                            " and the server did not confirm the cancel within " +
+                                            ms_text(c.grace) + "; the connection is closed",
+                                        "57014");
+            }
+            c.timed_out = true;
+            cancel();
+            c.deadline = clock_type::now() + c.grace;
         }
-        return true;
     }
 
     // Asks the server to cancel what runs (a blocking call: on the pool).
@@ -100,59 +133,74 @@ struct connection::state {
         PQfreeCancel(c);
     }
 
-    // Collects every result of the statement sent; gives back the last.
-    // On the deadline: cancel, wait up to `grace` for the server to end
-    // the statement, then throw timeout.
-    result collect(clock_type::time_point deadline, std::chrono::nanoseconds timeout,
-                   std::chrono::nanoseconds grace) {
-        bool timed_out = false;
-        if (!flush(deadline)) {
-            // Not even sent whole: the protocol stream is cut mid-message.
-            broken = true;
-            throw postgres::timeout("postgres: the statement could not be sent within " +
-                                        ms_text(timeout) + "; the connection is closed",
-                                    "57014");
-        }
-        std::unique_ptr<pg_result, detail::result_deleter> last, failed;
+    // The results of one statement, up to libpq's end-of-statement NULL:
+    // the last one, and the first failure. In a pipeline, a statement
+    // after a failure reports PGRES_PIPELINE_ABORTED (neither).
+    std::pair<owned, owned> drain_one(clock_state& c) {
+        owned last, failed;
         for (;;) {
-            if (!until_ready(deadline)) {
-                if (timed_out) {
-                    broken = true;
-                    throw postgres::timeout("postgres: the statement exceeded its deadline of " +
-                                                ms_text(timeout) +
-                                                " and the server did not confirm the cancel "
-                                                "within " +
-                                                ms_text(grace) + "; the connection is closed",
-                                            "57014");
-                }
-                timed_out = true;
-                cancel();
-                deadline = clock_type::now() + grace;
-                continue;
-            }
+            until_ready(c);
             PGresult* r = PQgetResult(pg);
             if (r == nullptr) break;
-            std::unique_ptr<pg_result, detail::result_deleter> owned(r);
+            owned res(r);
             const ExecStatusType st = PQresultStatus(r);
             if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
-                if (!failed) failed = std::move(owned);
+                if (!failed) failed = std::move(res);
             } else if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
                 broken = true;
                 throw error(
                     "postgres: COPY is not supported through execute(); the connection "
                     "is closed",
                     "0A000");
-            } else {
-                last = std::move(owned);
+            } else if (st == PGRES_PIPELINE_SYNC) {
+                last = std::move(res);
+                break;  // a sync is a statement of its own, without a NULL after it
+            } else if (st != PGRES_PIPELINE_ABORTED) {
+                last = std::move(res);
             }
         }
+        return {std::move(last), std::move(failed)};
+    }
+
+    void finish_checks(const clock_state& c) {
         if (PQstatus(pg) == CONNECTION_BAD) fail("the connection broke");
-        if (timed_out)
+        if (c.timed_out)
             throw postgres::timeout("postgres: the statement exceeded its deadline of " +
-                                        ms_text(timeout) + " and was cancelled on the server",
+                                        ms_text(c.timeout) + " and was cancelled on the server",
                                     "57014");
+    }
+
+    // Collects every result of the statement sent; gives back the last.
+    result collect(clock_state c) {
+        flush(c);
+        auto [last, failed] = drain_one(c);
+        finish_checks(c);
         if (failed) throw_server(failed.get());
         return result(last.release());
+    }
+
+    // Collects a pipeline of `n` statements and its closing sync.
+    std::vector<result> collect_pipeline(std::size_t n, clock_state c) {
+        flush(c);
+        std::vector<result> out;
+        owned first_failure;
+        for (std::size_t i = 0; i < n; ++i) {
+            auto [last, failed] = drain_one(c);
+            if (failed && !first_failure) first_failure = std::move(failed);
+            out.push_back(result(last.release()));
+        }
+        auto [sync, failed] = drain_one(c);
+        if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+            broken = true;
+            throw error("postgres: the pipeline ended without its sync; the connection is closed",
+                        "08P01");
+        }
+        // Out of pipeline mode before any throw: a connection left in it
+        // would queue the next statement without a sync, unanswered.
+        if (PQexitPipelineMode(pg) == 0) fail("cannot leave pipeline mode");
+        finish_checks(c);
+        if (first_failure) throw_server(first_failure.get());
+        return out;
     }
 
     [[noreturn]] static void throw_server(const PGresult* r) {
@@ -292,7 +340,7 @@ result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_vie
         if (PQsendPrepare(s.pg, name.c_str(), text.c_str(), n, oids.data()) == 0)
             s.fail("cannot send the statement");
         try {
-            s.collect(deadline, timeout, opts_.cancel_grace);
+            s.collect({deadline, timeout, opts_.cancel_grace});
         } catch (const server_error&) {
             g.done = true;  // refused at parse: nothing in flight
             throw;
@@ -309,12 +357,68 @@ result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_vie
                                              lengths.data(), formats.data(), 0);
     if (sent == 0) s.fail("cannot send the statement");
     try {
-        return finish(s.collect(deadline, timeout, opts_.cancel_grace));
+        return finish(s.collect({deadline, timeout, opts_.cancel_grace}));
     } catch (const server_error&) {
         g.done = true;
         throw;
     } catch (const postgres::timeout&) {
         if (!s.broken) g.done = true;
+        throw;
+    }
+}
+
+std::vector<result> connection::run_pipeline(std::chrono::nanoseconds timeout,
+                                             std::span<const statement> sts) {
+    if (!ok())
+        throw connection_error("postgres: the connection is closed or broken; connect again",
+                               "08003");
+    if (timeout <= std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("smarm::postgres: a pipeline's timeout must be > 0");
+    if (sts.empty()) return {};
+    const auto t0 = clock_type::now();
+    state& s = *s_;
+    struct guard {
+        state& s;
+        bool done = false;
+        ~guard() {
+            if (!done) s.broken = true;
+        }
+    } g{s};
+    auto report = [&](std::string_view sqlstate) {
+        if (opts_.on_statement) opts_.on_statement(clock_type::now() - t0, sqlstate);
+    };
+    try {
+        if (PQenterPipelineMode(s.pg) == 0) s.fail("cannot enter pipeline mode");
+        for (const statement& st : sts) {
+            const std::size_t n = st.ps_.size();
+            std::vector<Oid> oids(n);
+            std::vector<const char*> values(n);
+            std::vector<int> lengths(n), formats(n);
+            for (std::size_t i = 0; i < n; ++i) {
+                oids[i] = st.ps_[i].oid;
+                values[i] = st.ps_[i].null ? nullptr : st.ps_[i].value.data();
+                lengths[i] = static_cast<int>(st.ps_[i].value.size());
+                formats[i] = st.ps_[i].binary ? 1 : 0;
+            }
+            if (PQsendQueryParams(s.pg, st.sql_.c_str(), static_cast<int>(n), oids.data(),
+                                  values.data(), lengths.data(), formats.data(), 0) == 0)
+                s.fail("cannot send a pipelined statement");
+        }
+        if (PQpipelineSync(s.pg) == 0) s.fail("cannot end the pipeline");
+        auto out = s.collect_pipeline(sts.size(), {t0 + timeout, timeout, opts_.cancel_grace});
+        g.done = true;
+        report("");
+        return out;
+    } catch (const server_error& e) {
+        g.done = true;  // the pipeline ran to its sync: nothing in flight
+        report(e.sqlstate());
+        throw;
+    } catch (const postgres::timeout& e) {
+        if (!s.broken) g.done = true;
+        report(e.sqlstate());
+        throw;
+    } catch (const error& e) {
+        report(e.sqlstate());
         throw;
     }
 }

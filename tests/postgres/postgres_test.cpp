@@ -342,3 +342,58 @@ SMARM_TEST(Postgres, TheStatementHookSeesEachStatementAndItsSqlstate) {
 }
 
 }  // namespace
+
+namespace {
+
+SMARM_TEST(Postgres, APipelineRunsEveryStatementInOneGoAndAllOrNothing) {
+    auto c = db();
+    const std::string t = table(c, "pipeline", "id int primary key, body text");
+    auto rs = c.pipeline({pq::statement("insert into " + t + " values ($1, $2)", 1, "one"),
+                          pq::statement("insert into " + t + " values ($1, $2)", 2, "two"),
+                          pq::statement("select count(*) from " + t)});
+    ASSERT_EQ(rs.size(), 3u);
+    EXPECT_EQ(rs[0].affected(), 1u);
+    EXPECT_EQ(rs[2][0].get<std::int64_t>(0), 2);
+    // A failure in the middle: none of it takes effect.
+    try {
+        (void)c.pipeline({pq::statement("insert into " + t + " values ($1, $2)", 3, "three"),
+                          pq::statement("insert into " + t + " values ($1, $2)", 1, "dup"),
+                          pq::statement("insert into " + t + " values ($1, $2)", 4, "four")});
+        ADD_FAILURE() << "a duplicate key went through";
+    } catch (const pq::server_error& e) {
+        EXPECT_EQ(e.sqlstate(), "23505");
+    }
+    EXPECT_TRUE(c.ok());
+    EXPECT_EQ(c.query<int>("select id from " + t + " order by id"), (std::vector<int>{1, 2}));
+    EXPECT_TRUE(c.pipeline(std::span<const pq::statement>()).empty());
+}
+
+SMARM_TEST(Postgres, ALargePipelineIsSentWhileItsResultsAreRead) {
+    // ~2 MB of statements each way, far past the socket buffers: the
+    // server answers the first ones while the rest are still being sent,
+    // so the send has to read in between (libpq's send does when it would
+    // block; the flush loop parks in slices and reads too).
+    auto c = db();
+    const std::string t = table(c, "bigpipe", "id int, body text");
+    const std::string body(2000, 'x');
+    std::vector<pq::statement> sts;
+    for (int i = 0; i < 1000; ++i)
+        sts.emplace_back("insert into " + t + " values ($1, $2) returning id, body", i, body);
+    auto rs = c.pipeline(sts);
+    ASSERT_EQ(rs.size(), 1000u);
+    EXPECT_EQ(rs[999][0].get<int>(0), 999);
+    EXPECT_EQ(rs[0][0].get<std::string>(1), body);
+    EXPECT_EQ(c.query_one<std::int64_t>("select count(*) from " + t), 1000);
+}
+
+SMARM_TEST(Postgres, APipelinePastItsDeadlineIsCancelled) {
+    auto c = db();
+    EXPECT_THROW((void)c.pipeline(pq::within{200ms},
+                                  std::vector<pq::statement>{pq::statement("select 1"),
+                                                             pq::statement("select pg_sleep(60)")}),
+                 pq::timeout);
+    EXPECT_TRUE(c.ok());
+    EXPECT_EQ(c.query_one<int>("select 5"), 5);
+}
+
+}  // namespace

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -297,6 +298,19 @@ class result {
 
 class transaction;
 
+/// A statement and its arguments, for connection::pipeline.
+class statement {
+  public:
+    template <class... A>
+    explicit statement(std::string_view sql, const A&... args)
+        : sql_(sql), ps_{detail::encode(args)...} {}
+
+  private:
+    friend class connection;
+    std::string sql_;
+    std::vector<detail::param> ps_;
+};
+
 /// One connection to a server. Move-only; closed by its destructor.
 class connection {
   public:
@@ -337,6 +351,22 @@ class connection {
         return first_as<T...>(execute(w, sql, args...));
     }
 
+    /// Sends every statement at once and reads their results after (one
+    /// round trip instead of one per statement: libpq's pipeline mode).
+    /// They run as one implicit transaction unless a transaction is open:
+    /// if one fails, none of them takes effect and its server_error is
+    /// thrown. One deadline for the whole pipeline. The statements are not
+    /// prepared (statement_cache does not apply).
+    std::vector<result> pipeline(std::span<const statement> sts) {
+        return run_pipeline(opts_.query_timeout, sts);
+    }
+    std::vector<result> pipeline(within w, std::span<const statement> sts) {
+        return run_pipeline(w.timeout, sts);
+    }
+    std::vector<result> pipeline(std::initializer_list<statement> sts) {
+        return run_pipeline(opts_.query_timeout, {sts.begin(), sts.size()});
+    }
+
     /// BEGIN; the transaction rolls back unless committed.
     transaction begin();
 
@@ -367,6 +397,8 @@ class connection {
                       std::span<const detail::param> ps);
     result run_untimed(std::chrono::nanoseconds timeout, std::string_view sql,
                        std::span<const detail::param> ps);
+    std::vector<result> run_pipeline(std::chrono::nanoseconds timeout,
+                                     std::span<const statement> sts);
     template <class... T>
     static auto rows_as(const result& r) {
         using R = std::conditional_t<sizeof...(T) == 1, std::tuple_element_t<0, std::tuple<T...>>,

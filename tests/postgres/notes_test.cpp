@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "notes/notes.hpp"
 #include "server/app.hpp"
 
 using namespace std::chrono_literals;
@@ -123,6 +124,29 @@ SMARM_TEST(Notes, AnswerServiceUnavailableWhileTheDatabaseIsDownThenRecover) {
     app.stop();
     EXPECT_EQ(app.wait(), 0);
     EXPECT_EQ(pgtest("destroy " + dir), 0);
+}
+
+// The pool's actor ending is the notes child's failure: the supervisor
+// restarts it and the routes get a fresh, working pool.
+SMARM_TEST(Notes, APoolWhoseActorEndsIsReplacedByTheSupervisor) {
+    auto st = std::make_shared<services::notes_state>();
+    services::notes_options o;
+    o.pool.connection.conninfo = "host=" SMARM_PG_DIR " port=5432 user=smarm dbname=postgres";
+    o.pool.size = 2;
+    o.table = "notes_restart";
+    auto sup = smarm::start_supervisor({}, {services::notes_child(o, st)});
+    ASSERT_TRUE(eventually([&] { return st->pool() != nullptr; }));
+    auto first = st->pool();
+    EXPECT_EQ(first->query_one<int>("select 1"), 1);
+    const smarm::pid old = first->actor();
+    first.reset();
+    ASSERT_TRUE(smarm::request_stop(old));
+    ASSERT_TRUE(eventually([&] {
+        auto p = st->pool();
+        return p != nullptr && p->actor() != old;
+    })) << "no fresh pool after its actor ended";
+    EXPECT_EQ(st->pool()->query_one<int>("select 2"), 2);
+    smarm::request_stop(sup.id);
 }
 
 }  // namespace

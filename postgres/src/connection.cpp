@@ -259,6 +259,18 @@ connection connection::connect(const options& opts) {
     return connection(std::move(s), opts);
 }
 
+void connection::check_conninfo(const std::string& conninfo) {
+    char* err = nullptr;
+    PQconninfoOption* o = PQconninfoParse(conninfo.c_str(), &err);
+    if (o != nullptr) {
+        PQconninfoFree(o);
+        return;
+    }
+    const std::string why = err != nullptr ? trimmed(err) : "out of memory";
+    if (err != nullptr) PQfreemem(err);
+    throw std::invalid_argument("postgres: not a connection string or URI: " + why);
+}
+
 bool connection::ok() const noexcept {
     return s_ && !s_->broken && PQstatus(s_->pg) == CONNECTION_OK;
 }

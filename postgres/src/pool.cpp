@@ -105,9 +105,10 @@ class pool_server final : public server_base {
             if (c.alive()) return hand_out(std::move(c), false);
             discard();
         }
-        if (in_backoff_ && !core_->healthy.load(std::memory_order_relaxed)) {
-            // The server is unreachable: say so now rather than at the
-            // deadline (the retry timer runs meanwhile).
+        if (in_backoff_ && open_ == 0) {
+            // The server is unreachable and no connection can come back:
+            // say so now rather than at the deadline (the retry timer runs
+            // meanwhile).
             core_->timeouts.fetch_add(1, std::memory_order_relaxed);
             return failure();
         }
@@ -142,9 +143,11 @@ class pool_server final : public server_base {
                 std::lock_guard<std::mutex> g(core_->m);
                 core_->last_error = f->why;
             }
-            // Everyone waiting learns now; the next attempt waits out the
-            // backoff.
-            while (!waiters_.empty()) {
+            // With no connection open none can come back: everyone waiting
+            // learns now. (With some open, a refused connect, e.g. the
+            // server's connection limit, leaves the waiters to the returns.)
+            // The next attempt waits out the backoff.
+            while (open_ == 0 && !waiters_.empty()) {
                 core_->timeouts.fetch_add(1, std::memory_order_relaxed);
                 (void)waiters_.front().reply.send(failure());
                 waiters_.pop_front();

@@ -7,6 +7,7 @@
 // process serves), GET /readyz (200 once the services are up, 503 while
 // they are not or the server drains), the kv service under /kv
 // (services/kv/kv.hpp), POST /work/sha256 (services/workers/workers.hpp),
+// with postgres.url the notes service under /notes (services/notes/notes.hpp),
 // GET /metrics (metrics/), GET /debug/actors and /debug/tree
 // (services/debug/); the last three on the admin listener when enabled.
 //
@@ -18,6 +19,7 @@
 
 #include <smarm/config/config.hpp>
 #include <smarm/net.hpp>
+#include <smarm/postgres/postgres.hpp>
 #include <smarm/runtime.hpp>
 
 #include <spdlog/spdlog.h>
@@ -46,6 +48,16 @@ int main(int argc, char** argv) {
         return 2;
     }
     const config::settings& s = cmd.values;
+    if (!s.postgres.url.empty()) {
+        // libpq's own parser: a typo is a bad config now, not a service
+        // retrying forever.
+        try {
+            smarm::postgres::connection::check_conninfo(s.postgres.url);
+        } catch (const std::invalid_argument& e) {
+            std::fprintf(stderr, "config: postgres.url: %s\n", e.what());
+            return 2;
+        }
+    }
     if (cmd.print_config) {
         std::fputs(config::to_yaml(s).c_str(), stdout);
         return 0;

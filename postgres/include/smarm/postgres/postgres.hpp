@@ -317,6 +317,10 @@ class connection {
     /// Connects (parks until the server accepted, or throws
     /// connection_error naming the server's reason). From an actor.
     static connection connect(const options& opts);
+    /// Throws std::invalid_argument when `conninfo` is not a valid libpq
+    /// connection string or URI (the message is libpq's, never the value:
+    /// it may hold a password). No connection is made.
+    static void check_conninfo(const std::string& conninfo);
 
     connection(connection&&) noexcept;
     connection& operator=(connection&&) noexcept;

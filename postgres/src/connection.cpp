@@ -46,6 +46,47 @@ bool wait_socket(int fd, bool write, clock_type::time_point deadline) {
     return write ? smarm::wait_writable(fd, left) : smarm::wait_readable(fd, left);
 }
 
+// Parameters as libpq's parallel arrays (views into the params).
+struct libpq_params {
+    std::vector<Oid> oids;
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+    explicit libpq_params(std::span<const detail::param> ps)
+        : oids(ps.size()), values(ps.size()), lengths(ps.size()), formats(ps.size()) {
+        for (std::size_t i = 0; i < ps.size(); ++i) {
+            oids[i] = ps[i].oid;
+            values[i] = ps[i].null ? nullptr : ps[i].value.data();
+            lengths[i] = static_cast<int>(ps[i].value.size());
+            formats[i] = ps[i].binary ? 1 : 0;
+        }
+    }
+    int size() const noexcept { return static_cast<int>(oids.size()); }
+};
+
+// Anything leaving a call before its statements ended leaves the protocol
+// mid-statement: the connection is then broken (see the top). settle()
+// runs one exchange; an error the server answered in full (server_error,
+// a confirmed cancel) leaves the connection consistent.
+struct in_flight {
+    bool& broken;
+    bool done = false;
+    ~in_flight() {
+        if (!done) broken = true;
+    }
+    template <class F>
+    auto settle(F&& f) {
+        try {
+            return f();
+        } catch (const server_error&) {
+            done = true;
+            throw;
+        } catch (const postgres::timeout&) {
+            if (!broken) done = true;
+            throw;
+        }
+    }
+};
+
 }  // namespace
 
 void detail::result_deleter::operator()(pg_result* r) const noexcept {
@@ -316,67 +357,35 @@ result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_vie
                                "08003");
     if (timeout <= std::chrono::nanoseconds::zero())
         throw std::invalid_argument("smarm::postgres: a statement's timeout must be > 0");
-    const int n = static_cast<int>(ps.size());
-    std::vector<Oid> oids(ps.size());
-    std::vector<const char*> values(ps.size());
-    std::vector<int> lengths(ps.size()), formats(ps.size());
+    const libpq_params lp(ps);
     std::string key(sql);
     key += '\0';
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-        oids[i] = ps[i].oid;
-        values[i] = ps[i].null ? nullptr : ps[i].value.data();
-        lengths[i] = static_cast<int>(ps[i].value.size());
-        formats[i] = ps[i].binary ? 1 : 0;
-        key += std::to_string(ps[i].oid);
+    for (const auto& p : ps) {
+        key += std::to_string(p.oid);
         key += ',';
     }
     const std::string text(sql);
     const auto deadline = clock_type::now() + timeout;
     state& s = *s_;
-    // Anything leaving before the statement's end leaves the protocol
-    // mid-statement: the connection is then broken (see the top).
-    struct guard {
-        state& s;
-        bool done = false;
-        ~guard() {
-            if (!done) s.broken = true;
-        }
-    } g{s};
-    auto finish = [&](result r) {
-        g.done = true;
-        return r;
-    };
+    in_flight g{s.broken};
     auto it = s.statements.find(key);
     if (it == s.statements.end() && s.statements.size() < opts_.statement_cache) {
         std::string name = "smarm_" + std::to_string(s.next_statement++);
-        if (PQsendPrepare(s.pg, name.c_str(), text.c_str(), n, oids.data()) == 0)
+        if (PQsendPrepare(s.pg, name.c_str(), text.c_str(), lp.size(), lp.oids.data()) == 0)
             s.fail("cannot send the statement");
-        try {
-            s.collect({deadline, timeout, opts_.cancel_grace});
-        } catch (const server_error&) {
-            g.done = true;  // refused at parse: nothing in flight
-            throw;
-        } catch (const postgres::timeout&) {
-            if (!s.broken) g.done = true;
-            throw;
-        }
+        g.settle([&] { return s.collect({deadline, timeout, opts_.cancel_grace}); });
         it = s.statements.emplace(std::move(key), std::move(name)).first;
     }
-    const int sent = it != s.statements.end()
-                         ? PQsendQueryPrepared(s.pg, it->second.c_str(), n, values.data(),
-                                               lengths.data(), formats.data(), 0)
-                         : PQsendQueryParams(s.pg, text.c_str(), n, oids.data(), values.data(),
-                                             lengths.data(), formats.data(), 0);
+    const int sent =
+        it != s.statements.end()
+            ? PQsendQueryPrepared(s.pg, it->second.c_str(), lp.size(), lp.values.data(),
+                                  lp.lengths.data(), lp.formats.data(), 0)
+            : PQsendQueryParams(s.pg, text.c_str(), lp.size(), lp.oids.data(), lp.values.data(),
+                                lp.lengths.data(), lp.formats.data(), 0);
     if (sent == 0) s.fail("cannot send the statement");
-    try {
-        return finish(s.collect({deadline, timeout, opts_.cancel_grace}));
-    } catch (const server_error&) {
-        g.done = true;
-        throw;
-    } catch (const postgres::timeout&) {
-        if (!s.broken) g.done = true;
-        throw;
-    }
+    result r = g.settle([&] { return s.collect({deadline, timeout, opts_.cancel_grace}); });
+    g.done = true;
+    return r;
 }
 
 std::vector<result> connection::run_pipeline(std::chrono::nanoseconds timeout,
@@ -389,46 +398,26 @@ std::vector<result> connection::run_pipeline(std::chrono::nanoseconds timeout,
     if (sts.empty()) return {};
     const auto t0 = clock_type::now();
     state& s = *s_;
-    struct guard {
-        state& s;
-        bool done = false;
-        ~guard() {
-            if (!done) s.broken = true;
-        }
-    } g{s};
+    in_flight g{s.broken};
     auto report = [&](std::string_view sqlstate) {
         if (opts_.on_statement) opts_.on_statement(clock_type::now() - t0, sqlstate);
     };
     try {
-        if (PQenterPipelineMode(s.pg) == 0) s.fail("cannot enter pipeline mode");
-        for (const statement& st : sts) {
-            const std::size_t n = st.ps_.size();
-            std::vector<Oid> oids(n);
-            std::vector<const char*> values(n);
-            std::vector<int> lengths(n), formats(n);
-            for (std::size_t i = 0; i < n; ++i) {
-                oids[i] = st.ps_[i].oid;
-                values[i] = st.ps_[i].null ? nullptr : st.ps_[i].value.data();
-                lengths[i] = static_cast<int>(st.ps_[i].value.size());
-                formats[i] = st.ps_[i].binary ? 1 : 0;
+        auto out = g.settle([&] {
+            if (PQenterPipelineMode(s.pg) == 0) s.fail("cannot enter pipeline mode");
+            for (const statement& st : sts) {
+                const libpq_params lp(st.ps_);
+                if (PQsendQueryParams(s.pg, st.sql_.c_str(), lp.size(), lp.oids.data(),
+                                      lp.values.data(), lp.lengths.data(), lp.formats.data(),
+                                      0) == 0)
+                    s.fail("cannot send a pipelined statement");
             }
-            if (PQsendQueryParams(s.pg, st.sql_.c_str(), static_cast<int>(n), oids.data(),
-                                  values.data(), lengths.data(), formats.data(), 0) == 0)
-                s.fail("cannot send a pipelined statement");
-        }
-        if (PQpipelineSync(s.pg) == 0) s.fail("cannot end the pipeline");
-        auto out = s.collect_pipeline(sts.size(), {t0 + timeout, timeout, opts_.cancel_grace});
+            if (PQpipelineSync(s.pg) == 0) s.fail("cannot end the pipeline");
+            return s.collect_pipeline(sts.size(), {t0 + timeout, timeout, opts_.cancel_grace});
+        });
         g.done = true;
         report("");
         return out;
-    } catch (const server_error& e) {
-        g.done = true;  // the pipeline ran to its sync: nothing in flight
-        report(e.sqlstate());
-        throw;
-    } catch (const postgres::timeout& e) {
-        if (!s.broken) g.done = true;
-        report(e.sqlstate());
-        throw;
     } catch (const error& e) {
         report(e.sqlstate());
         throw;

@@ -339,6 +339,9 @@ void supervise(supervisor_options opts, std::vector<child_spec> specs,
                 }
                 auto it = st.add(std::move(r->spec));
                 (void)r->reply.send(it->id);
+            } else if (auto* a = std::get_if<start_child_cast>(&*m.value)) {
+                if (st.options().max_children == 0 || st.running() < st.options().max_children)
+                    st.add(std::move(a->spec));
             } else if (auto* c = std::get_if<count_req>(&*m.value)) {
                 (void)c->reply.send(children_count{st.children.size(), st.running()});
             } else if (auto* w = std::get_if<which_req>(&*m.value)) {
@@ -405,6 +408,10 @@ pid start_child(const supervisor_ref& sup, child_spec spec, std::chrono::nanosec
                  "smarm::start_child");
     if (auto* err = std::get_if<std::string>(&r)) throw std::runtime_error(*err);
     return std::get<pid>(r);
+}
+
+bool start_child_async(const supervisor_ref& sup, child_spec spec) {
+    return sup.control.send(detail::supervisor_msg(detail::start_child_cast{std::move(spec)})).ok();
 }
 
 children_count count_children(const supervisor_ref& sup, std::chrono::nanoseconds timeout) {

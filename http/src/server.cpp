@@ -63,7 +63,9 @@ void server::start() {
         st_->listener_open = true;
     }
     supervisor_options so;
-    so.max_children = st_->sh.cfg.max_connections;
+    // Unbounded here: the listener admits at most max_connections
+    // (server::state::admitted) and starts them without waiting.
+    so.max_children = 0;
     so.max_restarts = 0;
     st_->sup = start_supervisor(so, {});
     st_->started = true;

@@ -38,6 +38,13 @@ struct server::state {
     std::atomic<bool> stopping{false};
     internal::conn_registry conns;
     std::atomic<std::uint64_t> next_conn{1};
+    // Connections admitted by the listener and not yet ended (their actor
+    // may not have started): the max_connections cap. Only the listener
+    // adds (after reading it below the cap), a connection's end subtracts;
+    // relaxed: a stale read can only see more than there are (the
+    // listener's own adds are in its program order), so it may refuse one
+    // early, never admit one past the cap.
+    std::atomic<std::uint64_t> admitted{0};
     // stop() shuts the socket down while the listener may be closing it.
     smarm::detail::spinlock listener_mu;
     bool listener_open = false;  // guarded by listener_mu

@@ -220,4 +220,38 @@ SMARM_TEST(Supervisor, DynamicChildrenWithMaxChildren) {
     smarm::request_stop(sup.id);
 }
 
+// start_child_async: no round trip; the children start in order, and one
+// past max_children is dropped without running (its captures destroyed).
+SMARM_TEST(Supervisor, AsyncStartsInOrderAndDropsPastMaxChildren) {
+    smarm::supervisor_options o;
+    o.max_children = 2;
+    auto sup = smarm::start_supervisor(o, {});
+    auto [tx, rx] = smarm::channel<int>();
+    auto held = std::make_shared<int>(3);  // captured by the third child alone
+    std::weak_ptr<int> third = held;
+    for (int i = 1; i <= 3; ++i) {
+        std::shared_ptr<int> mine = i == 3 ? std::move(held) : nullptr;
+        EXPECT_TRUE(smarm::start_child_async(sup, {"a" + std::to_string(i),
+                                                   [tx = tx, i, mine] {
+                                                       (void)tx.send(i);
+                                                       for (;;)
+                                                           smarm::sleep(1s);
+                                                   },
+                                                   smarm::restart_policy::temporary}));
+    }
+    EXPECT_EQ(rx.recv(), std::optional<int>(1));
+    EXPECT_EQ(rx.recv(), std::optional<int>(2));
+    auto which = smarm::which_children(sup);  // a round trip: the casts before it are handled
+    ASSERT_EQ(which.size(), 2u);
+    EXPECT_EQ(which[0].first, "a1");
+    EXPECT_EQ(which[1].first, "a2");
+    EXPECT_TRUE(third.expired()) << "the refused child's function was kept";
+    EXPECT_EQ(rx.try_recv().status, smarm::recv_status::empty);
+    smarm::request_stop(sup.id);
+    auto m = smarm::monitor(sup.id);
+    (void)m.rx.recv();
+    EXPECT_FALSE(smarm::start_child_async(sup, {"late", [] {}, smarm::restart_policy::temporary}))
+        << "a stopped supervisor took a child";
+}
+
 }  // namespace

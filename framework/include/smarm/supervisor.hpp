@@ -95,13 +95,16 @@ struct start_child_req {
     child_spec spec;
     sender<std::variant<pid, std::string>> reply;  // pid, or an error message
 };
+struct start_child_cast {
+    child_spec spec;
+};
 struct count_req {
     sender<children_count> reply;
 };
 struct which_req {
     sender<std::vector<std::pair<std::string, pid>>> reply;
 };
-using supervisor_msg = std::variant<start_child_req, count_req, which_req>;
+using supervisor_msg = std::variant<start_child_req, count_req, which_req, start_child_cast>;
 void supervise(supervisor_options opts, std::vector<child_spec> children,
                receiver<supervisor_msg> control, const std::function<void()>& started = {});
 }  // namespace detail
@@ -129,6 +132,12 @@ child_spec supervisor_child(std::string id, supervisor_options opts,
 /// naming the reason (max_children reached, supervisor down, timeout).
 pid start_child(const supervisor_ref& sup, child_spec spec,
                 std::chrono::nanoseconds timeout = std::chrono::seconds(5));
+/// Asks the supervisor to add and start a child and returns at once (no
+/// round trip; false when the supervisor is gone). A child past
+/// max_children is dropped: its function never runs and is destroyed in
+/// the supervisor. For a caller that admits children itself (an HTTP
+/// listener counting its connections) and must not wait per child.
+bool start_child_async(const supervisor_ref& sup, child_spec spec);
 children_count count_children(const supervisor_ref& sup,
                               std::chrono::nanoseconds timeout = std::chrono::seconds(5));
 std::vector<std::pair<std::string, pid>> which_children(

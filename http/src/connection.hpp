@@ -293,8 +293,10 @@ void connection<Stream>::serve() {
         std::string method, target, rid, route;
         if (timed) {
             method = req_.method_string();
-            target = req_.target();
-            rid = req_.id();
+            if (c_.sh.access) {  // on_request takes the route and method only
+                target = req_.target();
+                rid = req_.id();
+            }
         }
         response res = handle(rid, route);
         if (res.closes() || c_.sh.draining.load(std::memory_order_relaxed)) keep_alive_ = false;

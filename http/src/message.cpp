@@ -1,6 +1,7 @@
 #include <smarm/http/message.hpp>
 #include <smarm/http/router.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <stdexcept>
 
@@ -80,9 +81,10 @@ std::optional<std::string_view> request::param(std::string_view name) const noex
 
 std::string request::id() const {
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%llx-%llx", static_cast<unsigned long long>(connection_id_),
-                  static_cast<unsigned long long>(sequence_));
-    return buf;
+    char* p = std::to_chars(buf, buf + 16, connection_id_, 16).ptr;
+    *p++ = '-';
+    p = std::to_chars(p, buf + sizeof buf, sequence_, 16).ptr;
+    return std::string(buf, p);
 }
 
 response response::file(std::string path, std::string content_type) {

@@ -16,6 +16,8 @@
 
 #include <libpq-fe.h>
 
+#include "text.hpp"
+
 #include <string>
 #include <unordered_map>
 
@@ -25,15 +27,22 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::string ms_text(std::chrono::nanoseconds d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
+using internal::ms_text;
 
 std::string trimmed(const char* s) {
     std::string out = s != nullptr ? s : "";
     while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
         out.pop_back();
     return out;
+}
+
+// A call needs a usable connection and a positive deadline.
+void check_call(bool usable, std::chrono::nanoseconds timeout) {
+    if (!usable)
+        throw connection_error("postgres: the connection is closed or broken; connect again",
+                               "08003");
+    if (timeout <= std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("smarm::postgres: a statement's timeout must be > 0");
 }
 
 // Parks until the socket is readable (writable when `write`), or the
@@ -352,11 +361,7 @@ result connection::run_params(std::chrono::nanoseconds timeout, std::string_view
 
 result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_view sql,
                                std::span<const detail::param> ps) {
-    if (!ok())
-        throw connection_error("postgres: the connection is closed or broken; connect again",
-                               "08003");
-    if (timeout <= std::chrono::nanoseconds::zero())
-        throw std::invalid_argument("smarm::postgres: a statement's timeout must be > 0");
+    check_call(ok(), timeout);
     const libpq_params lp(ps);
     std::string key(sql);
     key += '\0';
@@ -390,11 +395,7 @@ result connection::run_untimed(std::chrono::nanoseconds timeout, std::string_vie
 
 std::vector<result> connection::run_pipeline(std::chrono::nanoseconds timeout,
                                              std::span<const statement> sts) {
-    if (!ok())
-        throw connection_error("postgres: the connection is closed or broken; connect again",
-                               "08003");
-    if (timeout <= std::chrono::nanoseconds::zero())
-        throw std::invalid_argument("smarm::postgres: a pipeline's timeout must be > 0");
+    check_call(ok(), timeout);
     if (sts.empty()) return {};
     const auto t0 = clock_type::now();
     state& s = *s_;

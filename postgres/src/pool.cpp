@@ -20,14 +20,14 @@
 #include <variant>
 #include <vector>
 
+#include "text.hpp"
+
 namespace smarm::postgres {
 
 namespace {
 using clock_type = std::chrono::steady_clock;
 
-std::string ms_text(std::chrono::nanoseconds d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
+using internal::ms_text;
 
 struct checkout_req {
     clock_type::time_point deadline;

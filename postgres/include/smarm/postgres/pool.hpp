@@ -39,7 +39,6 @@
 #include <smarm/pid.hpp>
 #include <smarm/postgres/postgres.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -69,6 +69,18 @@ std::vector<pid> pg_members(std::string_view g, std::type_index type) {
     return out;
 }
 
+std::vector<resolved_name> pg_all(std::string_view g, std::type_index type) {
+    runtime_impl& rt = running_runtime("smarm::broadcast");
+    std::vector<resolved_name> out;
+    std::lock_guard lk(rt.groups().mu);
+    auto it = rt.groups().groups.find(std::string(g));
+    if (it == rt.groups().groups.end()) return out;
+    out.reserve(it->second.size());
+    for (auto& m : it->second)
+        if (m.type == type && registry::alive(rt, m.holder)) out.push_back({m.holder, m.tx});
+    return out;
+}
+
 std::optional<resolved_name> pg_pick(std::string_view g, std::type_index type) {
     runtime_impl& rt = running_runtime("smarm::dispatch");
     auto& pg = rt.groups();

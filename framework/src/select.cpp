@@ -9,6 +9,7 @@
 
 #include <smarm/detail/wait.hpp>
 
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -16,14 +17,14 @@ namespace smarm {
 
 namespace {
 
-std::optional<std::size_t> select_impl(std::initializer_list<select_arm> arms,
+std::optional<std::size_t> select_impl(std::span<const select_arm> arms,
                                        std::optional<detail::clock::time_point> deadline) {
     if (arms.size() == 0) throw std::logic_error("smarm::select: no arms");
     detail::observe();
     pid me = detail::current_pid("smarm::select");
     std::uint64_t timer = 0;
     struct cleanup {
-        std::initializer_list<select_arm>& arms;
+        std::span<const select_arm> arms;
         pid me;
         std::uint32_t epoch = 0;
         std::size_t registered = 0;
@@ -67,12 +68,18 @@ std::optional<std::size_t> select_impl(std::initializer_list<select_arm> arms,
 }  // namespace
 
 std::size_t select(std::initializer_list<select_arm> arms) {
-    return *select_impl(arms, std::nullopt);
+    return *select_impl({arms.begin(), arms.size()}, std::nullopt);
 }
 
 std::optional<std::size_t> select_timeout(std::initializer_list<select_arm> arms,
                                           std::chrono::nanoseconds timeout) {
-    return select_impl(arms, detail::clock::now() + timeout);
+    return select_impl({arms.begin(), arms.size()}, detail::clock::now() + timeout);
+}
+
+std::optional<std::size_t> select_until(
+    std::span<const select_arm> arms,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
+    return select_impl(arms, deadline);
 }
 
 }  // namespace smarm

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -50,6 +51,30 @@ SMARM_TEST(Pg, JoinMembersDispatchRoundRobin) {
         (void)smarm::dispatch(workers, -1);
     for (auto& h : hs)
         h.join();
+}
+
+SMARM_TEST(Pg, BroadcastReachesEveryMemberInOrder) {
+    auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
+    auto [jtx, jrx] = smarm::channel<int>();
+    std::vector<smarm::join_handle> hs;
+    for (int i = 0; i < 3; ++i)
+        hs.push_back(member(rtx, jtx));
+    for (int i = 0; i < 3; ++i)
+        (void)jrx.recv();
+    for (int v = 0; v < 5; ++v)
+        EXPECT_EQ(smarm::broadcast(workers, v), 3u);
+    std::map<smarm::pid, std::vector<int>> got;
+    for (int i = 0; i < 15; ++i) {
+        auto r = rrx.recv();
+        got[r->first].push_back(r->second);
+    }
+    ASSERT_EQ(got.size(), 3u);
+    for (auto& [p, vs] : got)
+        EXPECT_EQ(vs, (std::vector<int>{0, 1, 2, 3, 4})) << "every message once, in order";
+    EXPECT_EQ(smarm::broadcast(workers, -1), 3u);
+    for (auto& h : hs)
+        h.join();
+    EXPECT_EQ(smarm::broadcast(workers, 1), 0u) << "no member left";
 }
 
 SMARM_TEST(Pg, DeadMemberIsNeverReturnedAndEvictedFromEveryGroup) {

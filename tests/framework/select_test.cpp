@@ -34,6 +34,21 @@ SMARM_TEST(Select, ParksUntilAnArmIsReady) {
     (void)atx;
 }
 
+SMARM_TEST(Select, UntilOverArmsBuiltAtRunTime) {
+    auto [atx, arx] = smarm::channel<int>();
+    auto [btx, brx] = smarm::channel<int>();
+    std::vector<smarm::select_arm> arms{arx, brx};
+    // A deadline already past: nothing ready, no wait.
+    EXPECT_FALSE(smarm::select_until(arms, steady::now() - 1s));
+    (void)btx.send(2);
+    EXPECT_EQ(smarm::select_until(arms, std::nullopt), 1u);
+    EXPECT_EQ(*brx.try_recv().value, 2);
+    const auto t0 = steady::now();
+    EXPECT_FALSE(smarm::select_until(arms, t0 + 20ms));
+    EXPECT_GE(steady::now() - t0, 20ms) << "never early";
+    (void)atx;
+}
+
 SMARM_TEST(Select, ClosedArmIsPermanentlyReady) {
     auto [atx, arx] = smarm::channel<int>();
     auto [btx, brx] = smarm::channel<int>();

@@ -5,6 +5,7 @@
 //     constexpr smarm::group<job> workers{"workers"};
 //     smarm::join(workers, inbox_tx);               // in each worker
 //     smarm::dispatch(workers, job{...});           // to one member (round robin)
+//     smarm::broadcast(workers, job{...});          // a copy to every member
 //     if (auto m = smarm::pick_member(workers))     // or look first
 //         if (m->inbox.queued() < 100) m->inbox.send(job{...});
 //
@@ -39,6 +40,8 @@ void pg_join(std::string_view g, std::type_index type, std::shared_ptr<void> tx,
              queue_prober probe);
 bool pg_leave(std::string_view g);
 std::vector<pid> pg_members(std::string_view g, std::type_index type);
+/// Every live member and its inbox, in join order (a snapshot).
+std::vector<resolved_name> pg_all(std::string_view g, std::type_index type);
 /// The next live member (round robin) and its inbox, or nothing.
 std::optional<resolved_name> pg_pick(std::string_view g, std::type_index type);
 }  // namespace detail
@@ -90,6 +93,19 @@ name_send_result<M> dispatch(group<M> g, M msg) {
     auto sent = static_cast<const sender<M>*>(r->tx.get())->send(std::move(msg));
     if (!sent.ok()) return {name_error::closed, std::move(sent.returned)};
     return {};
+}
+
+/// Sends a copy of `msg` to every live member, in join order (a snapshot
+/// taken first: a member joining meanwhile gets nothing); returns how many
+/// took it. Each member's copy arrives in the order this caller broadcast
+/// them (a channel is FIFO per sender). Share a large payload (M =
+/// std::shared_ptr<const T>) rather than copy it per member.
+template <class M>
+std::size_t broadcast(group<M> g, const M& msg) {
+    std::size_t delivered = 0;
+    for (const auto& r : detail::pg_all(g.text, typeid(M)))
+        delivered += static_cast<const sender<M>*>(r.tx.get())->send(M(msg)).ok() ? 1 : 0;
+    return delivered;
 }
 
 }  // namespace smarm

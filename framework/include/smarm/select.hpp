@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 
 namespace smarm {
 
@@ -53,5 +54,13 @@ std::size_t select(std::initializer_list<select_arm> arms);
 /// Like select(), giving up after `timeout`: nullopt on timeout.
 std::optional<std::size_t> select_timeout(std::initializer_list<select_arm> arms,
                                           std::chrono::nanoseconds timeout);
+
+/// select() over arms built at run time, giving up at `deadline` (nullopt:
+/// never; one already past: nullopt unless an arm is ready now). For
+/// callers that combine their own arms with a caller's (the websocket's
+/// recv_or).
+std::optional<std::size_t> select_until(
+    std::span<const select_arm> arms,
+    std::optional<std::chrono::steady_clock::time_point> deadline);
 
 }  // namespace smarm

@@ -17,10 +17,12 @@ APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgt
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
                   libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox libpq-dev
 # Only `make test` needs the browser (the observer page's test), curl and a
-# PostgreSQL server (the postgres client's tests start their own).
-TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql
+# PostgreSQL server (the postgres client's tests start their own) and
+# python3-websockets (the WebSocket interop and chat tests' client).
+TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql python3-websockets
 # Only `make bench` / `make compare` need the peers and strace.
-BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql
+BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql \
+                  node-ws golang-golang-x-net-dev
 # Only the image targets need these (podman runs without a daemon here;
 # prometheus scrapes the running image as compose's Prometheus would).
 IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc prometheus

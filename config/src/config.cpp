@@ -366,6 +366,31 @@ const std::vector<key_def>& table() {
                  [](settings& s) -> std::uint64_t& { return s.trace.buffer; }),
         size_key("trace.max_bytes", "a trace's JSON at most (the oldest events are cut)", 4096,
                  1ull << 30, [](settings& s) -> std::uint64_t& { return s.trace.max_bytes; }),
+        size_key("websocket.max_message",
+                 "a WebSocket message at most, reassembled and inflated (else close 1009)", 125,
+                 1ull << 32, [](settings& s) -> std::uint64_t& { return s.websocket.max_message; }),
+        duration_key(
+            "websocket.ping_interval", "ping a WebSocket peer silent for this long (0 = never)",
+            0ns, 24h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.websocket.ping_interval; }),
+        duration_key(
+            "websocket.idle_timeout",
+            "close a WebSocket (1001) after this without a byte from the peer (0 = never)", 0ns,
+            24h, [](settings& s) -> std::chrono::nanoseconds& { return s.websocket.idle_timeout; }),
+        duration_key(
+            "websocket.message_timeout", "a WebSocket message begun must arrive whole within this",
+            1ms, 24h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.websocket.message_timeout; }),
+        duration_key(
+            "websocket.close_timeout", "a WebSocket close waits this long for the peer's close",
+            1ms, 1h,
+            [](settings& s) -> std::chrono::nanoseconds& { return s.websocket.close_timeout; }),
+        bool_key("websocket.deflate",
+                 "negotiate permessage-deflate when a client offers it (~300 KB per socket)",
+                 [](settings& s) -> bool& { return s.websocket.deflate; }),
+        bool_key("websocket.chat",
+                 "the chat example: GET /ws/chat/{room}, every message to everyone in the room",
+                 [](settings& s) -> bool& { return s.websocket.chat; }),
         url_key("postgres.url",
                 "the database of the notes service (/notes/{id}; \"\" = off): its pool, its "
                 "readiness in /readyz and its metrics",

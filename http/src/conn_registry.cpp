@@ -46,6 +46,19 @@ void conn_registry::stop_connections(bool idle_only) {
     });
 }
 
+void conn_registry::notify_websockets() {
+    std::vector<sender<int>> notices;
+    {
+        std::lock_guard g(mu_);
+        for (auto& [id, c] : conns_) {
+            std::lock_guard w(c.watch->ws.mu);
+            if (c.watch->ws.tx) notices.push_back(*c.watch->ws.tx);
+        }
+    }
+    for (auto& tx : notices)
+        (void)tx.send(1);  // a session already gone has dropped its receiver
+}
+
 void conn_registry::reap_idle(std::int64_t now) {
     stop_where([now](const conn_watch& w) {
         return w.idle.load(std::memory_order_seq_cst) &&

@@ -22,6 +22,9 @@ class conn_registry {
     /// request_stop every connection (idle_only: those parked between
     /// requests).
     void stop_connections(bool idle_only);
+    /// Sends the drain notice to every connection that became a WebSocket
+    /// (conn_watch::ws).
+    void notify_websockets();
     /// request_stop every connection idle past its reap_at (`now` in
     /// steady_clock ns since its epoch).
     void reap_idle(std::int64_t now);

@@ -67,6 +67,7 @@
 #include "request_reader.hpp"
 #include "response_head.hpp"
 #include "stream.hpp"
+#include "websocket_session.hpp"
 
 namespace spdlog {
 class logger;
@@ -141,7 +142,7 @@ struct shared {
     /// nanoseconds since its epoch), stored before `draining`.
     std::atomic<std::int64_t> drain_until{0};
     std::atomic<std::uint64_t> accepted{0}, rejected{0}, active{0}, requests{0}, errors{0},
-        accept_errors{0};
+        accept_errors{0}, websockets{0};
     std::shared_ptr<spdlog::logger> access;  ///< null when the access log is off
 };
 
@@ -152,6 +153,8 @@ struct conn_watch {
     /// reaper stops the connection (idle_timeout, or header_timeout before
     /// the first request).
     std::atomic<std::int64_t> reap_at{0};
+    /// Set while the connection is a WebSocket: its drain notice.
+    ws_notice_slot ws;
 };
 
 /// One connection's identity.
@@ -210,6 +213,10 @@ class connection {
     [[gnu::always_inline]] inline response handle(std::string& rid, std::string& route);
     /// (5) The response's head and body; false: close now.
     [[gnu::always_inline]] inline bool respond(response& res, bool head_only, std::uint64_t& bytes);
+    /// Serves an accepted WebSocket upgrade until the socket ends; the
+    /// connection closes after it. Returns when the 101 was written
+    /// (clock::time_point{} if the handshake failed).
+    clock::time_point upgrade(response& res);
     /// A file or chunked body after its head; false when the connection
     /// must close (write failed, or a close-delimited body).
     bool write_streamed(response& res, bool head_only);
@@ -299,6 +306,15 @@ void connection<Stream>::serve() {
             }
         }
         response res = handle(rid, route);
+        if (res.kind() == response::body_kind::websocket) [[unlikely]] {
+            const auto t1 = upgrade(res);
+            c_.sh.requests.fetch_add(1, std::memory_order_relaxed);
+            if (c_.sh.access)
+                log_access(*c_.sh.access, c_.peer, method, target, 101, 0, clock::now() - t0, rid);
+            if (cfg_.on_request && t1 != clock::time_point{})
+                cfg_.on_request(request_record{route, method, 101, 0, t1 - t0});
+            return;
+        }
         if (res.closes() || c_.sh.draining.load(std::memory_order_relaxed)) keep_alive_ = false;
         std::uint64_t bytes = 0;
         if (!respond(res, head_only, bytes)) return;
@@ -465,6 +481,38 @@ bool connection<Stream>::respond(response& res, bool head_only, std::uint64_t& b
     // Batch pipelined responses while more requests are buffered.
     if (buf_.size() == 0 || out_.size() >= 64 * 1024 || !keep_alive_) return flush();
     return true;
+}
+
+template <class Stream>
+typename connection<Stream>::clock::time_point connection<Stream>::upgrade(response& res) {
+    namespace bhttp = boost::beast::http;
+    if (!flush()) return {};
+    // Beast's handshake takes its own request type: the fields it reads.
+    bhttp::request<bhttp::empty_body> up;
+    up.method(bhttp::verb::get);
+    up.version(11);
+    up.target(req_.target());
+    for (const http::header& h : req_.headers())
+        up.insert(h.name, h.value);
+    const std::string_view early(static_cast<const char*>(buf_.data().data()), buf_.size());
+    ws_session<Stream> ws(s_, early, req_, cfg_.websocket, cfg_.server_name,
+                          c_.watch != nullptr ? &c_.watch->ws : nullptr, &c_.sh.draining);
+    buf_.consume(buf_.size());
+    keep_alive_ = false;
+    if (!ws.accept(up)) return {};
+    const auto upgraded = clock::now();
+    c_.sh.websockets.fetch_add(1, std::memory_order_relaxed);
+    struct open_count {
+        std::atomic<std::uint64_t>& n;
+        ~open_count() { n.fetch_sub(1, std::memory_order_relaxed); }
+    } const counted{c_.sh.websockets};
+    std::string error;
+    ws.run(res.upgrade(), error);
+    if (!error.empty()) {
+        c_.sh.errors.fetch_add(1, std::memory_order_relaxed);
+        log_handler_error(c_.peer, req_, error.c_str());
+    }
+    return upgraded;
 }
 
 template <class Stream>

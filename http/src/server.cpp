@@ -111,6 +111,8 @@ void server::stop_state(const std::shared_ptr<state>& sp,
         sp->sh.drain_until.store(internal::deadline_in(grace).time_since_epoch().count(),
                                  std::memory_order_relaxed);
         sp->sh.draining.store(true, std::memory_order_seq_cst);
+        // After draining (websocket_session.hpp: the drain notice).
+        sp->conns.notify_websockets();
     }
     if (budget == std::chrono::nanoseconds::zero())
         sp->conns.stop_connections(false);  // everything, now
@@ -170,8 +172,8 @@ void server::stop_on_signals() {
 
 server_stats server::stats() const noexcept {
     auto& s = st_->sh;
-    return {s.accepted.load(), s.rejected.load(), s.active.load(),
-            s.requests.load(), s.errors.load(),   s.accept_errors.load()};
+    return {s.accepted.load(), s.rejected.load(),      s.active.load(),    s.requests.load(),
+            s.errors.load(),   s.accept_errors.load(), s.websockets.load()};
 }
 
 bool server::draining() const noexcept {

@@ -17,6 +17,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/core/role.hpp>
 
 #include <time.h>
 
@@ -96,6 +97,25 @@ class actor_stream : public throwing_io<actor_stream> {
     executor_type get_executor() noexcept {
         static boost::asio::io_context unused;
         return unused.get_executor();
+    }
+
+    /// The socket (its select arms).
+    tcp_stream& socket() noexcept { return s_; }
+
+    /// Reads what is there now, without waiting (deadline ignored):
+    /// would_block when nothing is; eof when the peer closed.
+    std::size_t read_now(void* p, std::size_t n, error_code& ec) {
+        ec = {};
+        std::error_code e;
+        // A deadline already past reads only what need not wait for.
+        const std::size_t got = s_.read_some_until(p, n, time_point::min(), e);
+        if (e)
+            ec = e == std::errc::timed_out
+                     ? error_code(boost::asio::error::would_block)
+                     : error_code(e.value(), boost::system::generic_category());
+        else if (got == 0 && n != 0)
+            ec = boost::asio::error::eof;
+        return got;
     }
 
     /// Reads and writes after `t` fail with beast::error::timeout.
@@ -181,6 +201,40 @@ class actor_stream : public throwing_io<actor_stream> {
 
     tcp_stream& s_;
     std::optional<time_point> deadline_;
+};
+
+/// Beast's WebSocket teardown over an actor stream (found by ADL; a TLS
+/// stream's teardown ends in it): half-close and drain, as a closing HTTP
+/// connection does.
+inline void teardown(boost::beast::role_type, actor_stream& s, error_code& ec) {
+    ec = {};
+    s.linger();
+}
+
+/// What a WebSocket session (websocket_session.hpp) needs of its stream
+/// beyond the connection loop's contract: the arm that says a read would
+/// not wait, whether the stream holds read bytes of its own (TLS), and a
+/// read that does not wait. This default (memory streams: the fuzzer, the
+/// white-box tests) has no arm and reads as usual: such a stream never
+/// waits.
+template <class Stream>
+struct ws_stream_traits {
+    static smarm::detail::select_source* readable(Stream&) noexcept { return nullptr; }
+    static bool buffered(Stream&) noexcept { return false; }
+    static std::size_t read_now(Stream& s, void* p, std::size_t n, error_code& ec) {
+        return s.read_some(boost::asio::buffer(p, n), ec);
+    }
+};
+
+template <>
+struct ws_stream_traits<actor_stream> {
+    static smarm::detail::select_source* readable(actor_stream& s) noexcept {
+        return &s.socket().readable();
+    }
+    static bool buffered(actor_stream&) noexcept { return false; }
+    static std::size_t read_now(actor_stream& s, void* p, std::size_t n, error_code& ec) {
+        return s.read_now(p, n, ec);
+    }
 };
 
 }  // namespace smarm::http::internal

@@ -56,4 +56,9 @@ std::string_view tls_stream::alpn() const {
     return {reinterpret_cast<const char*>(p), n};
 }
 
+bool tls_stream::buffered() noexcept {
+    SSL* ssl = ssl_.native_handle();
+    return SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+}
+
 }  // namespace smarm::http::internal

@@ -66,10 +66,30 @@ class tls_stream {
     }
     /// The protocol ALPN selected ("" when none).
     std::string_view alpn() const;
+    actor_stream& raw() noexcept { return raw_; }
+    /// Whether OpenSSL holds received bytes not yet read (plaintext of a
+    /// record already decrypted, or ciphertext in its input BIO): a read
+    /// may then succeed with the socket itself not readable.
+    bool buffered() noexcept;
 
   private:
     actor_stream& raw_;
     boost::asio::ssl::stream<actor_stream&> ssl_;
+};
+
+/// TLS: the socket's arm, plus OpenSSL's own buffer; a read that does not
+/// wait is not possible through OpenSSL's record layer (a partial record
+/// needs the socket), so read_now reads with the caller's deadline (a TLS
+/// peer's records arrive whole in practice).
+template <>
+struct ws_stream_traits<tls_stream> {
+    static smarm::detail::select_source* readable(tls_stream& s) noexcept {
+        return &s.raw().socket().readable();
+    }
+    static bool buffered(tls_stream& s) noexcept { return s.buffered(); }
+    static std::size_t read_now(tls_stream& s, void* p, std::size_t n, error_code& ec) {
+        return s.read_some(boost::asio::buffer(p, n), ec);
+    }
 };
 
 }  // namespace smarm::http::internal

@@ -35,6 +35,7 @@
 #include "debug/causal_routes.hpp"
 #include "debug/debug.hpp"
 #include "debug/trace_routes.hpp"
+#include "examples/chat.hpp"
 #include "notes/notes.hpp"
 #include "observer/observer.hpp"
 
@@ -126,6 +127,12 @@ http::server_config http_config_from(const config::settings& s) {
     c.defer_accept = std::chrono::ceil<std::chrono::seconds>(s.http.defer_accept);
     c.access_log = s.http.access_log;
     c.access_log_file = s.http.access_log_file;
+    c.websocket = {.max_message = static_cast<std::size_t>(s.websocket.max_message),
+                   .ping_interval = s.websocket.ping_interval,
+                   .idle_timeout = s.websocket.idle_timeout,
+                   .message_timeout = s.websocket.message_timeout,
+                   .close_timeout = s.websocket.close_timeout,
+                   .deflate = s.websocket.deflate};
     if (!s.http.tls_certificate.empty())
         c.tls = http::tls_config{s.http.tls_certificate, s.http.tls_private_key};
     return c;
@@ -272,6 +279,11 @@ struct application::state : std::enable_shared_from_this<application::state> {
                 return http::response(http::status::ok, R"({"message":"Hello, World!"})",
                                       "application/json");
             });
+            r.websocket("/ws/echo", [](http::websocket& ws) {
+                for (auto m = ws.recv(); !m.is_close(); m = ws.recv())
+                    if (!ws.send(m.data, m.type)) return;
+            });
+            if (s.websocket.chat) chat::add_routes(r);
             r.get("/healthz",
                   [](http::request&) { return http::response(http::status::ok, "ok\n"); });
             r.get("/readyz", [this](http::request&) {

@@ -10,9 +10,13 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <boost/beast/websocket/stream.hpp>
+#include <smarm/channel.hpp>
 
 #include <unistd.h>
 #include <cstdio>
@@ -107,6 +111,52 @@ TEST(HttpTls, RoundTripWithAlpnAndKeepAlive) {
             EXPECT_EQ(res.result_int(), 200u);
             EXPECT_EQ(res.body(), "hi #" + std::to_string(i));
         }
+    });
+}
+
+TEST(HttpTls, WebSocketOverTls) {
+    // wss://: the session's gate over the TLS stream, several messages in
+    // one TLS write (OpenSSL buffers what the socket no longer shows).
+    test_cert cert;
+    http::server_config cfg;
+    cfg.tls = http::tls_config{cert.cert_path, cert.key_path};
+    http::router r;
+    r.websocket("/ws", [](http::websocket& ws) {
+        auto [tx, rx] = smarm::channel<int>();
+        for (auto ev = ws.recv_or({rx});; ev = ws.recv_or({rx})) {
+            auto& m = std::get<http::websocket::message>(ev);
+            if (m.is_close()) return;
+            ws.send("tls " + m.data);
+        }
+    });
+    with_server(cfg, std::move(r), [&](http::server&, std::uint16_t port) {
+        ssl::context cctx(ssl::context::tls_client);
+        cctx.load_verify_file(cert.cert_path);
+        cctx.set_verify_mode(ssl::verify_peer);
+        auto sock = smarm::tcp_stream::connect("127.0.0.1", port, 5s);
+        http::internal::actor_stream raw(sock);
+        raw.set_deadline(std::chrono::steady_clock::now() + 10s);
+        ssl::stream<http::internal::actor_stream&> tls(raw, cctx);
+        SSL_set_tlsext_host_name(tls.native_handle(), "localhost");
+        boost::beast::error_code ec;
+        tls.handshake(ssl::stream_base::client, ec);
+        ASSERT_FALSE(ec) << ec.message();
+        boost::beast::websocket::stream<ssl::stream<http::internal::actor_stream&>&> ws(tls);
+        ws.handshake("localhost", "/ws", ec);
+        ASSERT_FALSE(ec) << ec.message();
+        // Three masked (zero key) frames in one TLS record.
+        std::string frames;
+        for (char ch : {'a', 'b', 'c'})
+            frames += std::string("\x81\x81\0\0\0\0", 6) + ch;
+        boost::asio::write(tls, boost::asio::buffer(frames), ec);
+        ASSERT_FALSE(ec) << ec.message();
+        for (std::string want : {"tls a", "tls b", "tls c"}) {
+            boost::beast::flat_buffer buf;
+            ws.read(buf, ec);
+            ASSERT_FALSE(ec) << ec.message();
+            EXPECT_EQ(boost::beast::buffers_to_string(buf.data()), want);
+        }
+        ws.close(boost::beast::websocket::close_code::normal, ec);
     });
 }
 

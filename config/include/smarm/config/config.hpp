@@ -99,6 +99,17 @@ struct trace_settings {
     std::uint64_t max_bytes = std::uint64_t{64} << 20;  ///< JSON per trace at most
 };
 
+/// WebSocket limits (smarm::http::websocket_options) and the chat example.
+struct websocket_settings {
+    std::uint64_t max_message = std::uint64_t{16} << 20;
+    std::chrono::nanoseconds ping_interval = std::chrono::seconds(30);  ///< 0 = never
+    std::chrono::nanoseconds idle_timeout = std::chrono::seconds(75);   ///< 0 = never
+    std::chrono::nanoseconds message_timeout = std::chrono::seconds(30);
+    std::chrono::nanoseconds close_timeout = std::chrono::seconds(5);
+    bool deflate = false;  ///< negotiate permessage-deflate
+    bool chat = false;     ///< the chat example on /ws/chat/{room}
+};
+
 struct postgres_settings {
     /// libpq URI or conninfo ("" = no database: the notes service is off).
     /// Printed with its password redacted.
@@ -122,6 +133,7 @@ struct settings {
     workers_settings workers;
     causal_settings causal;
     trace_settings trace;
+    websocket_settings websocket;
     postgres_settings postgres;
     log_settings log;
     std::string source;  ///< the YAML file read ("" when none)

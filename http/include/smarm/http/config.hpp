@@ -6,6 +6,7 @@
 // (the connection loop, TLS, metrics, config loading) needs no server.
 
 #include <smarm/http/message.hpp>
+#include <smarm/http/websocket.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -84,6 +85,8 @@ struct server_config {
     /// kernel's SYN-ACK retransmits), and header_timeout counts from then.
     /// Zero: off (the default).
     std::chrono::seconds defer_accept{0};
+    /// Every WebSocket's limits and keep-alive (smarm/http/websocket.hpp).
+    websocket_options websocket;
 };
 
 }  // namespace smarm::http

@@ -32,6 +32,8 @@
 
 namespace smarm::http {
 
+class websocket;
+
 using verb = boost::beast::http::verb;
 using status = boost::beast::http::status;
 using field = boost::beast::http::field;
@@ -111,7 +113,8 @@ using chunk_source = std::function<std::optional<std::string>()>;
 /// An HTTP response (see the header comment).
 class response {
   public:
-    enum class body_kind { text, file, chunks };
+    /// websocket: an accepted upgrade (accept_websocket, websocket.hpp).
+    enum class body_kind { text, file, chunks, websocket };
 
     response() = default;
     /// A response with a string body (Content-Type text/plain unless set).
@@ -149,6 +152,8 @@ class response {
     const std::string& file_path() const noexcept { return body_; }
     /// For chunked bodies: the source.
     chunk_source& chunks() noexcept { return chunks_; }
+    /// For an accepted WebSocket upgrade: the handler (websocket.hpp).
+    std::function<void(websocket&)>& upgrade() noexcept { return upgrade_; }
 
     /// Ask the server to close the connection after this response.
     response& close_connection() noexcept {
@@ -164,7 +169,9 @@ class response {
     std::vector<http::header> headers_;
     body_kind kind_ = body_kind::text;
     chunk_source chunks_;
+    std::function<void(websocket&)> upgrade_;
     bool close_ = false;
+    friend response accept_websocket(const request&, std::function<void(websocket&)>);
 };
 
 }  // namespace smarm::http

@@ -33,6 +33,7 @@
 
 #include <smarm/gen_server.hpp>
 #include <smarm/http/message.hpp>
+#include <smarm/http/websocket.hpp>
 #include <smarm/registry.hpp>
 
 #include <chrono>
@@ -76,6 +77,11 @@ class router {
     router& post(std::string_view p, handler h) { return add(verb::post, p, std::move(h)); }
     router& put(std::string_view p, handler h) { return add(verb::put, p, std::move(h)); }
     router& del(std::string_view p, handler h) { return add(verb::delete_, p, std::move(h)); }
+    /// A WebSocket route (GET): upgrades a valid request and runs `h` in the
+    /// connection actor (smarm/http/websocket.hpp); 426/400 otherwise.
+    router& websocket(std::string_view p, websocket_handler h) {
+        return get(p, [h = std::move(h)](request& req) { return accept_websocket(req, h); });
+    }
 
     /// A registry-routed route (see the header comment).
     template <class Server>

@@ -56,7 +56,8 @@
 // closed-loop client one error per connection; idle ones still silent at
 // the end of the grace are closed. Whatever is left at the deadline is
 // stopped, and then wait() returns. A second signal stops everything at
-// once.
+// once. Open WebSockets are closed with 1001 ("going away") when the drain
+// begins and have until drain_timeout to finish their closing handshake.
 //
 // Thread safety: start() once, from an actor; stop(), stats() and
 // local_address() from any actor.
@@ -86,6 +87,7 @@ struct server_stats {
     std::uint64_t requests = 0;       ///< responses sent
     std::uint64_t errors = 0;         ///< 500s from handler exceptions
     std::uint64_t accept_errors = 0;  ///< failed accepts (EMFILE, ENFILE, ...)
+    std::uint64_t websockets = 0;     ///< upgraded connections open now (part of `active`)
 };
 
 class server {

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""smarm-server's WebSockets end to end, one ctest per case:
+
+  interop  python3-websockets as an ordinary client of /ws/echo
+  chat     200 clients in 4 rooms of the chat example: every client sees
+           every message of its room exactly once, in order per sender
+  drain    SIGTERM with sockets open: each gets close 1001, the server
+           exits 0
+  idle     a peer that never answers pings is pinged, then closed with 1001
+           after idle_timeout; one that answers stays open
+  memory   2,000 idle sockets: RSS per socket bounded
+
+    server_test.py CASE SMARM_SERVER CONFIG
+"""
+import asyncio
+import os
+import signal
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reliability"))
+import rel  # noqa: E402
+import websockets  # noqa: E402
+from wsframe import CLOSE, PING, Client  # noqa: E402
+
+
+def url(srv, path):
+    return f"ws://127.0.0.1:{srv.port}{path}"
+
+
+def interop(binary, config):
+    srv = rel.start(binary, config)
+    try:
+        async def go():
+            async with websockets.connect(url(srv, "/ws/echo"), max_size=None) as ws:
+                for m in ["hi", "\u00b5" * 1000, "x" * 300_000, b"\x00\xff" * 40_000]:
+                    await ws.send(m)
+                    rel.check(await ws.recv() == m, f"echo of {len(m)}")
+                await asyncio.wait_for(await ws.ping(b"abc"), 5)
+                await ws.close(4001, "done")
+                rel.check(ws.close_code == 4001, f"close code {ws.close_code}")
+            # Compression negotiated by the client's default offer.
+        asyncio.run(go())
+
+        async def deflate():
+            async with websockets.connect(url(srv2, "/ws/echo"), compression="deflate") as ws:
+                rel.check(ws.response_headers.get("Sec-WebSocket-Extensions", "")
+                          .startswith("permessage-deflate"), "deflate negotiated")
+                await ws.send("z" * 100_000)
+                rel.check(await ws.recv() == "z" * 100_000, "deflate echo")
+        srv2 = rel.start(binary, config, ["--websocket.deflate=true"])
+        try:
+            asyncio.run(deflate())
+        finally:
+            srv2.stop()
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+
+
+def chat(binary, config):
+    srv = rel.start(binary, config, ["--websocket.chat=true", "--http.max_connections=1000"])
+    clients, rooms, per_client = 200, 4, 20
+    try:
+        async def go():
+            socks = []
+            for i in range(clients):
+                ws = await websockets.connect(url(srv, f"/ws/chat/room{i % rooms}"))
+                rel.check(await ws.recv() == f"joined room{i % rooms}", "joined first")
+                socks.append(ws)
+            # Every client has joined before anyone speaks.
+            async def speak(i, ws):
+                for k in range(per_client):
+                    await ws.send(f"{i}:{k}")
+
+            async def listen(i, ws):
+                expect = (clients // rooms) * per_client
+                seen = {}
+                got = 0
+                while got < expect:
+                    m = await asyncio.wait_for(ws.recv(), 60)
+                    sender, k = map(int, m.split(":"))
+                    rel.check(sender % rooms == i % rooms, f"client {i} got {m} from another room")
+                    rel.check(seen.get(sender, -1) == k - 1,
+                              f"client {i}: {m} after {seen.get(sender)} (order, exactly once)")
+                    seen[sender] = k
+                    got += 1
+                rel.check(len(seen) == clients // rooms, "every sender heard")
+                # Nothing more: no duplicates after the last expected one.
+                try:
+                    extra = await asyncio.wait_for(ws.recv(), 0.3)
+                    rel.fail(f"client {i}: an extra message {extra}")
+                except asyncio.TimeoutError:
+                    pass
+
+            await asyncio.gather(*(speak(i, ws) for i, ws in enumerate(socks)),
+                                 *(listen(i, ws) for i, ws in enumerate(socks)))
+            for ws in socks:
+                await ws.close()
+        asyncio.run(go())
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+    print(f"chat: {clients} clients x {per_client} messages in {rooms} rooms, each seen once in order")
+
+
+def drain(binary, config):
+    srv = rel.start(binary, config, ["--http.drain_timeout=10s"])
+    socks = [Client(srv.port) for _ in range(20)]
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    for c in socks:
+        code = c.expect_close()
+        rel.check(code == 1001, f"drain close code {code}")
+    rc = srv.proc.wait(timeout=30)
+    rel.check(rc == 0, f"exit status {rc}")
+    print(f"drain: 20 sockets closed with 1001, exit 0 in {time.monotonic() - t0:.2f} s")
+
+
+def idle(binary, config):
+    srv = rel.start(binary, config, ["--websocket.ping_interval=200ms",
+                                     "--websocket.idle_timeout=1s"])
+    try:
+        silent = Client(srv.port)
+        fin, rsv, op, p = silent.recv_frame()
+        rel.check(op == PING, f"first frame {op}, expected a ping")
+        code = silent.expect_close()
+        rel.check(code == 1001, f"idle close code {code}")
+
+        async def alive():
+            async with websockets.connect(url(srv, "/ws/echo"), ping_interval=None) as ws:
+                await asyncio.sleep(2.5)  # the library answers the server's pings
+                await ws.send("still here")
+                rel.check(await ws.recv() == "still here", "answering peer kept")
+        asyncio.run(alive())
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+    print("idle: a silent peer was pinged and closed with 1001; an answering one stayed")
+
+
+def memory(binary, config):
+    n = 2000
+    srv = rel.start(binary, config, ["--http.max_connections=5000"], nofile=(8192, 8192))
+    try:
+        base = srv.rss_kib()
+        socks = [Client(srv.port) for _ in range(n)]
+        for c in socks[::50]:  # each one served
+            c.send(b"\x81\x82abcd" + bytes(x ^ y for x, y in zip(b"hi", b"ab")))
+            rel.check(c.recv_frame()[3] == b"hi", "echo")
+        time.sleep(0.5)
+        per = (srv.rss_kib() - base) * 1024 / n
+        print(f"memory: {per / 1024:.1f} KiB per idle socket ({n} open)")
+        rel.check(per < 32 * 1024, f"{per:.0f} bytes per idle socket")
+        for c in socks:
+            c.close()
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+
+
+if __name__ == "__main__":
+    {"interop": interop, "chat": chat, "drain": drain, "idle": idle,
+     "memory": memory}[sys.argv[1]](sys.argv[2], sys.argv[3])

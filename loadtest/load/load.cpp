@@ -38,13 +38,14 @@ using std::chrono::nanoseconds;
 // ---- URL ------------------------------------------------------------------
 
 target parse_url(const std::string& url) {
-    const std::string scheme = "http://";
-    if (url.rfind("https://", 0) == 0)
+    if (url.rfind("https://", 0) == 0 || url.rfind("wss://", 0) == 0)
         throw std::invalid_argument("URL \"" + url +
-                                    "\": https is not supported (plain http only)");
-    if (url.rfind(scheme, 0) != 0)
-        throw std::invalid_argument("URL \"" + url + "\": must start with http://");
+                                    "\": TLS is not supported (plain http:// or ws:// only)");
     target t;
+    t.websocket = url.rfind("ws://", 0) == 0;
+    const std::string scheme = t.websocket ? "ws://" : "http://";
+    if (url.rfind(scheme, 0) != 0)
+        throw std::invalid_argument("URL \"" + url + "\": must start with http:// or ws://");
     std::string rest = url.substr(scheme.size());
     auto slash = rest.find('/');
     std::string authority = rest.substr(0, slash);
@@ -189,6 +190,197 @@ std::string resolve(const std::string& host) {
 nanoseconds left_until(clock::time_point t) {
     auto d = t - clock::now();
     return d > nanoseconds::zero() ? std::chrono::duration_cast<nanoseconds>(d) : nanoseconds(1);
+}
+
+/// A client frame (FIN, masked with the zero key: the payload as is).
+std::string ws_frame(unsigned opcode, std::string_view payload) {
+    std::string f;
+    f.push_back(static_cast<char>(0x80 | opcode));
+    const std::size_t n = payload.size();
+    if (n < 126) {
+        f.push_back(static_cast<char>(0x80 | n));
+    } else if (n < 65536) {
+        f.push_back(static_cast<char>(0x80 | 126));
+        f.push_back(static_cast<char>(n >> 8));
+        f.push_back(static_cast<char>(n & 0xff));
+    } else {
+        f.push_back(static_cast<char>(0x80 | 127));
+        for (int i = 7; i >= 0; --i)
+            f.push_back(static_cast<char>((static_cast<std::uint64_t>(n) >> (8 * i)) & 0xff));
+    }
+    f.append(4, '\0');  // the masking key
+    f.append(payload);
+    return f;
+}
+
+/// One WebSocket connection's loop (WebSocket mode, load.hpp).
+void drive_ws(run_state& rs, conn_stats& cs, std::size_t index) {
+    const options& o = rs.o;
+    std::mt19937_64 rng(o.seed * 0x9e3779b97f4a7c15ull + index);
+    std::vector<std::string> frames;
+    std::vector<double> weights;
+    for (auto& [size, w] : o.ws.sizes) {
+        frames.push_back(ws_frame(o.ws.binary ? 0x2 : 0x1, std::string(size, 'x')));
+        weights.push_back(w);
+    }
+    std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
+    std::vector<unsigned char> buf(64 * 1024);
+    std::size_t have = 0;
+    tcp_stream s;
+    const bool open_loop = o.rate > 0;
+    const auto interval = open_loop
+                              ? nanoseconds(static_cast<std::int64_t>(1e9 * o.connections / o.rate))
+                              : nanoseconds::zero();
+    auto next = rs.start + (open_loop ? interval * static_cast<std::int64_t>(index) /
+                                            static_cast<std::int64_t>(o.connections)
+                                      : nanoseconds::zero());
+    auto fail = [&](error_kind k) {
+        if (clock::now() < rs.end) cs.errors[static_cast<std::size_t>(k)].add();
+        s.close();
+        have = 0;
+    };
+    // Reads until buf holds `n` bytes; false (counted) on a failure.
+    auto need = [&](std::size_t n, clock::time_point deadline) {
+        if (n > buf.size()) buf.resize(std::max(n, buf.size() * 2));
+        while (have < n) {
+            std::size_t got = 0;
+            try {
+                got = s.read_some(buf.data() + have, buf.size() - have, left_until(deadline));
+            } catch (const io_timeout&) {
+                fail(error_kind::timeout);
+                return false;
+            } catch (const std::system_error&) {
+                fail(error_kind::read);
+                return false;
+            }
+            if (got == 0) {
+                fail(error_kind::read);
+                return false;
+            }
+            have += got;
+        }
+        return true;
+    };
+    auto consume = [&](std::size_t n) {
+        std::memmove(buf.data(), buf.data() + n, have - n);
+        have -= n;
+    };
+    const std::string upgrade = "GET " + o.to.path + " HTTP/1.1\r\nHost: " + o.to.host_header +
+                                "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                "Sec-WebSocket-Key: c21hcm0tbG9hZC1rZXkxMg==\r\n"
+                                "Sec-WebSocket-Version: 13\r\n\r\n";
+    // Connects and upgrades; false (counted) on a failure.
+    auto open = [&](clock::time_point deadline) {
+        try {
+            s = tcp_stream::connect(rs.host, o.to.port, std::min(o.timeout, left_until(rs.end)));
+            cs.connects.add();
+            s.write_all(upgrade.data(), upgrade.size(), left_until(deadline));
+        } catch (const io_timeout&) {
+            fail(error_kind::timeout);
+            return false;
+        } catch (const std::system_error&) {
+            fail(error_kind::connect);
+            if (!open_loop) smarm::sleep(std::chrono::milliseconds(10));
+            return false;
+        }
+        for (std::size_t scanned = 0;;) {
+            if (!need(scanned + 4, deadline)) return false;
+            const std::string_view head(reinterpret_cast<const char*>(buf.data()), have);
+            const auto end = head.find("\r\n\r\n");
+            if (end == std::string_view::npos) {
+                scanned = have - 3;
+                if (have > 16 * 1024) {
+                    fail(error_kind::parse);
+                    return false;
+                }
+                continue;
+            }
+            if (head.rfind("HTTP/1.1 101", 0) != 0) {
+                fail(error_kind::parse);
+                return false;
+            }
+            consume(end + 4);
+            return true;
+        }
+    };
+    for (;;) {
+        auto now = clock::now();
+        if (now >= rs.end) return;
+        if (!s.is_open() && !open(std::min(now + o.timeout, rs.end))) continue;
+        auto intended = clock::now();
+        if (open_loop) {
+            if (next >= rs.end) return;
+            if (next > intended) smarm::sleep(next - intended);
+            intended = next;
+            next += interval;
+        }
+        const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
+        const auto deadline = std::min(intended + o.timeout, rs.end);
+        try {
+            s.write_all(frames[which].data(), frames[which].size(), left_until(deadline));
+        } catch (const io_timeout&) {
+            fail(error_kind::timeout);
+            continue;
+        } catch (const std::system_error&) {
+            fail(error_kind::write);
+            continue;
+        }
+        // The echo: data frames to a FIN; pings answered, pongs skipped.
+        std::uint64_t got = 0;
+        bool ok = false;
+        while (s.is_open()) {
+            if (!need(2, deadline)) break;
+            const unsigned op = buf[0] & 0x0f;
+            const bool fin = buf[0] & 0x80;
+            std::uint64_t len = buf[1] & 0x7f;
+            std::size_t off = 2;
+            if (len >= 126) {
+                off += len == 126 ? 2 : 8;
+                if (!need(off, deadline)) break;
+                len = 0;
+                for (std::size_t i = 2; i < off; ++i)
+                    len = (len << 8) | buf[i];
+            }
+            if ((buf[1] & 0x80) || len > (std::uint64_t{1} << 32)) {  // masked, or absurd
+                fail(error_kind::parse);
+                break;
+            }
+            if (!need(off + static_cast<std::size_t>(len), deadline)) break;
+            if (op == 0x9) {  // ping: pong with its payload
+                const std::string pong = ws_frame(
+                    0xa, std::string_view(reinterpret_cast<const char*>(buf.data() + off), len));
+                consume(off + static_cast<std::size_t>(len));
+                try {
+                    s.write_all(pong.data(), pong.size(), left_until(deadline));
+                } catch (const std::system_error&) {
+                    fail(error_kind::write);
+                    break;
+                }
+                continue;
+            }
+            consume(off + static_cast<std::size_t>(len));
+            if (op == 0xa) continue;
+            if (op == 0x8) {  // the server closed
+                fail(error_kind::read);
+                break;
+            }
+            got += len;
+            if (fin) {
+                ok = true;
+                break;
+            }
+        }
+        if (!ok) continue;
+        const auto done = clock::now();
+        if (done >= rs.end) return;
+        if (done >= rs.measure_from) {
+            cs.latency.record(static_cast<std::uint64_t>(
+                std::chrono::duration_cast<nanoseconds>(done - intended).count()));
+            cs.requests.add();
+            cs.bytes.add(got);
+            cs.by_request[0].add();
+        }
+    }
 }
 
 /// One connection's loop (see load.hpp for what is measured).
@@ -342,6 +534,50 @@ void drive(run_state& rs, conn_stats& cs, std::size_t index) {
     }
 }
 
+}  // namespace
+
+std::vector<std::pair<std::size_t, double>> parse_ws_sizes(const std::string& text) {
+    std::vector<std::pair<std::size_t, double>> out;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+        const auto bad = [&](const char* why) {
+            return std::invalid_argument("--ws-sizes item \"" + item + "\": " + why);
+        };
+        const auto colon = item.find(':');
+        std::string size = item.substr(0, colon);
+        double weight = 1;
+        if (colon != std::string::npos) {
+            try {
+                std::size_t used = 0;
+                weight = std::stod(item.substr(colon + 1), &used);
+                if (used != item.size() - colon - 1) throw bad("the weight is not a number");
+            } catch (const std::logic_error&) {
+                throw bad("the weight is not a number");
+            }
+            if (!(weight > 0)) throw bad("the weight must be positive");
+        }
+        std::uint64_t mult = 1;
+        for (auto [suffix, m] :
+             {std::pair{"KiB", 1024ull}, {"MiB", 1ull << 20}, {"K", 1024ull}, {"M", 1ull << 20}}) {
+            const std::string sfx = suffix;
+            if (size.size() > sfx.size() && size.ends_with(sfx)) {
+                size.resize(size.size() - sfx.size());
+                mult = m;
+                break;
+            }
+        }
+        if (size.empty() || size.find_first_not_of("0123456789") != std::string::npos)
+            throw bad("the size is not a number of bytes");
+        const std::uint64_t bytes = std::stoull(size) * mult;
+        if (bytes > (1ull << 30)) throw bad("a message is at most 1 GiB");
+        out.emplace_back(static_cast<std::size_t>(bytes), weight);
+    }
+    if (out.empty()) throw std::invalid_argument("--ws-sizes: no sizes");
+    return out;
+}
+
+namespace {
+
 std::string fmt_ns(double ns) {
     char b[32];
     if (ns < 1e3)
@@ -370,7 +606,12 @@ report run(const options& o) {
     std::vector<join_handle> hs;
     hs.reserve(o.connections);
     for (unsigned i = 0; i < o.connections; ++i)
-        hs.push_back(spawn([&rs, i] { drive(rs, *rs.conns[i], i); }));
+        hs.push_back(spawn([&rs, i] {
+            if (rs.o.to.websocket)
+                drive_ws(rs, *rs.conns[i], i);
+            else
+                drive(rs, *rs.conns[i], i);
+        }));
 
     auto [stop_tx, stop_rx] = channel<int>();
     join_handle progress;
@@ -430,15 +671,18 @@ constexpr double k_percentiles[] = {50, 75, 90, 99, 99.9, 99.99};
 
 std::string format_report(const options& o, const report& r) {
     std::ostringstream out;
-    out << "smarm-load: http://" << o.to.host_header
+    out << "smarm-load: " << (o.to.websocket ? "ws://" : "http://") << o.to.host_header
         << (o.mix.requests().size() == 1 ? o.mix.requests().front().path_text
                                          : std::string(" (scenario)"))
         << ", " << o.connections << (o.connections == 1 ? " connection, " : " connections, ")
         << o.threads << (o.threads == 1 ? " thread, " : " threads, ")
         << (o.rate > 0 ? "open loop at " + std::to_string(static_cast<long long>(o.rate)) + " req/s"
                        : std::string("closed loop"))
-        << ", " << (o.keep_alive ? "keep-alive" : "a connection per request") << ", "
-        << std::chrono::duration<double>(o.duration).count() << " s";
+        << ", "
+        << (o.to.websocket ? "echo round trips"
+            : o.keep_alive ? "keep-alive"
+                           : "a connection per request")
+        << ", " << std::chrono::duration<double>(o.duration).count() << " s";
     if (o.warmup.count() > 0)
         out << " after " << std::chrono::duration<double>(o.warmup).count() << " s warm-up";
     out << "\n";

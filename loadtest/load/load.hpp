@@ -15,6 +15,14 @@
 // time (open loop) to the last byte of the response; with a connection per
 // request it includes the connect. Responses completing during the warm-up
 // are not counted; requests in flight when the run ends are dropped.
+//
+// WebSocket mode (a ws:// URL): each connection upgrades once (GET path)
+// and then sends messages of sizes drawn from `ws.sizes`, each a "request"
+// timed to its echo's last byte; the server must echo (smarm-server's GET
+// /ws/echo). Frames are masked with the all-zero key (RFC 6455 allows any
+// key; a load generator has no proxy to protect), so the client spends no
+// CPU masking. A server's ping is answered; a close or a lost connection is
+// an error and the connection upgrades again.
 
 #include <smarm/runtime.hpp>
 
@@ -24,6 +32,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "histogram.hpp"
 #include "scenario.hpp"
@@ -36,9 +46,21 @@ struct target {
     std::uint16_t port = 80;
     std::string path = "/";
     std::string host_header;  ///< "host:port" as sent
+    bool websocket = false;   ///< ws:// (WebSocket mode)
 };
-/// Parses "http://host[:port][/path]"; throws std::invalid_argument naming
-/// the URL and what is wrong (https is not supported).
+/// WebSocket mode's messages (see the header comment).
+struct ws_options {
+    /// Message sizes in bytes and their weights (drawn per message).
+    std::vector<std::pair<std::size_t, double>> sizes = {{32, 1.0}};
+    bool binary = false;  ///< binary messages (else text: ASCII payloads)
+};
+/// Parses "SIZE[:WEIGHT],..." ("32", "32:9,4096:1"; sizes take K/KiB, M/MiB);
+/// throws std::invalid_argument naming the bad item.
+std::vector<std::pair<std::size_t, double>> parse_ws_sizes(const std::string& text);
+
+/// Parses "http://host[:port][/path]" or "ws://..." (WebSocket mode);
+/// throws std::invalid_argument naming the URL and what is wrong (https
+/// and wss are not supported).
 target parse_url(const std::string& url);
 
 struct options {
@@ -51,6 +73,7 @@ struct options {
     std::chrono::nanoseconds timeout = std::chrono::seconds(5);    ///< per request
     double rate = 0;         ///< requests/s over all connections; 0 = closed loop
     bool keep_alive = true;  ///< false: a connection per request
+    ws_options ws;           ///< with a ws:// target
     std::uint64_t seed = 1;  ///< random paths and bodies
     /// Called about once a second with a one-line progress report.
     std::function<void(const std::string&)> progress;

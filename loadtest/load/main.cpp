@@ -48,11 +48,15 @@ int main(int argc, char** argv) {
     unsigned connections = 64, threads = 2;
     double rate = 0;
     std::uint64_t body = 0, seed = 1;
-    bool close = false, quiet = false;
+    bool close = false, quiet = false, ws_binary = false;
+    std::string ws_sizes = "32";
     app.add_option("url", url,
                    "target, http://host[:port][/path] (the path is ignored with "
-                   "--scenario)")
+                   "--scenario), or ws://host[:port]/path: WebSocket echo round trips")
         ->required();
+    app.add_option("--ws-sizes", ws_sizes,
+                   "ws:// messages: SIZE[:WEIGHT],... drawn per message (default 32)");
+    app.add_flag("--ws-binary", ws_binary, "ws:// messages are binary (default text)");
     app.add_option("-c,--connections", connections, "concurrent connections (default 64)")
         ->check(CLI::Range(1u, 1000000u));
     app.add_option("-t,--threads", threads, "runtime schedulers (default 2)")
@@ -132,6 +136,10 @@ int main(int argc, char** argv) {
             v.erase(0, v.find_first_not_of(' '));
             hs.emplace_back(h.substr(0, colon), v);
         }
+        o.ws.sizes = load::parse_ws_sizes(ws_sizes);
+        o.ws.binary = ws_binary;
+        if (o.to.websocket && (close || !scenario_file.empty()))
+            throw std::invalid_argument("a ws:// target takes neither --close nor --scenario");
         o.mix = scenario_file.empty() ? load::scenario::single(method, o.to.path, body, hs)
                                       : load::scenario::from_file(scenario_file);
         if (!causal_url.empty()) {

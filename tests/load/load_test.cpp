@@ -191,6 +191,50 @@ TEST(LoadRun, ClosedLoopKeepAliveCountsEveryResponse) {
     });
 }
 
+TEST(LoadUrl, WebSocketUrlsAndSizes) {
+    auto t = load::parse_url("ws://127.0.0.1:8080/ws/echo");
+    EXPECT_TRUE(t.websocket);
+    EXPECT_EQ(t.path, "/ws/echo");
+    EXPECT_FALSE(load::parse_url("http://127.0.0.1/").websocket);
+    EXPECT_THROW(load::parse_url("wss://x/"), std::invalid_argument);
+    auto s = load::parse_ws_sizes("32:9,4KiB:1,1M");
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0], (std::pair<std::size_t, double>{32, 9}));
+    EXPECT_EQ(s[1], (std::pair<std::size_t, double>{4096, 1}));
+    EXPECT_EQ(s[2], (std::pair<std::size_t, double>{1 << 20, 1}));
+    for (const char* bad : {"", "x", "32:0", "32:-1", "32:a", "2GiB"})
+        EXPECT_THROW(load::parse_ws_sizes(bad), std::invalid_argument) << bad;
+}
+
+TEST(LoadRun, WebSocketEchoesAreTimedAndCounted) {
+    std::atomic<std::uint64_t> messages{0}, bytes{0};
+    http::router r;
+    r.websocket("/ws", [&](http::websocket& ws) {
+        for (auto m = ws.recv(); !m.is_close(); m = ws.recv()) {
+            messages.fetch_add(1);
+            bytes.fetch_add(m.data.size());
+            EXPECT_EQ(m.type, http::websocket::kind::binary);
+            ws.send(m.data, m.type);
+        }
+    });
+    with_server({}, std::move(r), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/ws");
+        o.to = load::parse_url("ws://127.0.0.1:" + std::to_string(port) + "/ws");
+        o.ws.sizes = {{10, 1}, {3000, 1}};
+        o.ws.binary = true;
+        auto rep = load::run(o);
+        EXPECT_GT(rep.requests, 0u);
+        EXPECT_EQ(rep.error_total(), 0u);
+        EXPECT_EQ(rep.connects, 4u);  // one upgrade per connection
+        EXPECT_EQ(rep.latency.count(), rep.requests);
+        // Every counted echo was a message the server took; sizes are 10 or
+        // 3000, so the echoed bytes say both sizes were drawn.
+        EXPECT_GE(messages.load(), rep.requests);
+        EXPECT_GT(rep.bytes, rep.requests * 10);
+        EXPECT_LT(rep.bytes, rep.requests * 3000);
+    });
+}
+
 TEST(LoadRun, ConnectionPerRequestOpensOneConnectionPerResponse) {
     std::atomic<std::uint64_t> served{0};
     with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {

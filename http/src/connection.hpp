@@ -498,6 +498,9 @@ typename connection<Stream>::clock::time_point connection<Stream>::upgrade(respo
     ws_session<Stream> ws(s_, early, req_, cfg_.websocket, cfg_.server_name,
                           c_.watch != nullptr ? &c_.watch->ws : nullptr, &c_.sh.draining);
     buf_.consume(buf_.size());
+    buf_.shrink_to_fit();  // the session reads through its own buffer
+    out_.clear();
+    out_.shrink_to_fit();
     keep_alive_ = false;
     if (!ws.accept(up)) return {};
     const auto upgraded = clock::now();

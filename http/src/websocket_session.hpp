@@ -131,6 +131,15 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
         begin_ += n;
         if (begin_ == end_) begin_ = end_ = 0;
     }
+    /// Gives the buffer back while it is empty (before an idle wait: an
+    /// idle socket holds none; the next fill allocates it again).
+    void release_if_empty() noexcept {
+        if (buffered() == 0 && buf_) {
+            buf_.reset();
+            cap_ = begin_ = end_ = 0;
+        }
+        if (out_.capacity() > 4096) std::string().swap(out_);
+    }
     /// Reads more into the buffer: `now` without waiting (would_block when
     /// nothing is there), else by the read deadline. False on any error.
     bool fill(bool now, error_code& ec) {
@@ -186,7 +195,26 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
     template <class Buffers>
     std::size_t write_some(const Buffers& bufs, error_code& ec) {
         s_.set_deadline(wr_deadline_);
-        return s_.write_some(bufs, ec);
+        // Beast writes a frame as its head and its payload, two buffers,
+        // and the stream sends one buffer per call: a small head goes out
+        // together with up to 64 KiB of what follows (one send per message,
+        // not two: the echo's syscalls were 2 sends per receive).
+        auto it = boost::asio::buffer_sequence_begin(bufs);
+        const auto end = boost::asio::buffer_sequence_end(bufs);
+        while (it != end && boost::asio::const_buffer(*it).size() == 0)
+            ++it;
+        if (it == end) return 0;
+        const boost::asio::const_buffer first = *it;
+        auto next = std::next(it);
+        if (first.size() >= 1024 || next == end) return s_.write_some(bufs, ec);
+        constexpr std::size_t coalesce_max = 64 * 1024;
+        out_.clear();
+        for (; it != end && out_.size() < coalesce_max; ++it) {
+            const boost::asio::const_buffer b = *it;
+            out_.append(static_cast<const char*>(b.data()),
+                        std::min(b.size(), coalesce_max - out_.size()));
+        }
+        return s_.write_some(boost::asio::buffer(out_.data(), out_.size()), ec);
     }
 
   private:
@@ -215,6 +243,7 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
     std::unique_ptr<unsigned char[]> buf_;
     std::size_t cap_ = 0, begin_ = 0, end_ = 0;
     std::uint64_t frame_left_ = 0;  ///< bytes of the frame Beast reads not yet handed to it
+    std::string out_;               ///< a write's head and payload, coalesced
     std::optional<time_point> rd_deadline_, wr_deadline_;
 };
 
@@ -483,6 +512,7 @@ class ws_session final : public websocket {
                 go_away(1001, "going away");
                 return wait_end::closed;
             }
+            g.release_if_empty();
             arms_.clear();
             if (notice_rx_) arms_.emplace_back(*notice_rx_);
             const std::size_t first_socket = arms_.size();

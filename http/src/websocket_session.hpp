@@ -350,11 +350,14 @@ class ws_session final : public websocket {
         ws_.next_layer().set_read_deadline(deadline_in(opts_.message_timeout));
         ws_.next_layer().set_write_deadline(deadline_in(opts_.message_timeout));
         message m;
-        // No maximum of its own: Beast's read_message_max must be what
-        // fails a message too large (1009), not the buffer's (a close
-        // without a code). An inflated message passes it by at most one
-        // read's worth before Beast's check.
-        auto buf = boost::asio::dynamic_buffer(m.data);
+        // Beast's read_message_max must be what fails a message too large
+        // (1009): the buffer's own maximum (whose overflow Beast turns into
+        // a close without a code) sits past it by more than one read, which
+        // is as far as an inflated message gets before Beast's check. The
+        // maximum still bounds what Beast prepares for a compressed frame
+        // whose declared length is absurd (the fuzzer's first find: a
+        // 2^56-byte allocation; await_frame fails those with 1009 first).
+        auto buf = boost::asio::dynamic_buffer(m.data, 2 * opts_.max_message + 64 * 1024);
         error_code ec;
         ws_.read(buf, ec);
         last_rx_ = smarm::detail::clock::now();
@@ -483,6 +486,13 @@ class ws_session final : public websocket {
                 if (!plain_control(*h)) {
                     if (bad_close_code(*h)) {
                         go_away(1002, "invalid close code");
+                        return wait_end::closed;
+                    }
+                    // A data frame longer than a whole message may be: 1009
+                    // now (Beast checks an uncompressed one itself, but a
+                    // compressed one only as it inflates).
+                    if ((h->b0 & 0x0f) <= 0x2 && h->payload > opts_.max_message) {
+                        go_away(1009, "message too big");
                         return wait_end::closed;
                     }
                     return wait_end::frame;

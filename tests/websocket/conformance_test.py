@@ -491,7 +491,14 @@ def deflate_bomb(port):
     assert c.expect_close() == 1009
 
 
-DEFLATE = {"D.1", "D.2", "D.3", "D.4"}
+@case("D.5", "a compressed frame declaring 2^40 bytes: 1009 before any of it is read")
+def deflate_huge_declared(port):
+    c = Client(port, extensions="permessage-deflate")
+    c.send(struct.pack("!BBQ", 0xC1, 0x80 | 127, 1 << 40) + b"\x01\x02\x03\x04" + b"xx")
+    assert c.expect_close() == 1009
+
+
+DEFLATE = {"D.1", "D.2", "D.3", "D.4", "D.5"}
 
 
 def main():

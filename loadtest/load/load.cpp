@@ -309,7 +309,12 @@ void drive_ws(run_state& rs, conn_stats& cs, std::size_t index) {
         if (!s.is_open() && !open(std::min(now + o.timeout, rs.end))) continue;
         auto intended = clock::now();
         if (open_loop) {
-            if (next >= rs.end) return;
+            if (next >= rs.end) {
+                // No message left in its schedule: the socket stays open to
+                // the end (-c N sockets are open for the whole run).
+                smarm::sleep(left_until(rs.end));
+                return;
+            }
             if (next > intended) smarm::sleep(next - intended);
             intended = next;
             next += interval;
@@ -735,7 +740,14 @@ std::string format_json(const options& o, const report& r) {
     for (auto& [name, n] : r.by_request)
         by[name] = n;
     json::object cfg;
-    cfg["target"] = "http://" + o.to.host_header;
+    cfg["target"] = (o.to.websocket ? "ws://" : "http://") + o.to.host_header;
+    if (o.to.websocket) {
+        json::array sizes;
+        for (auto& [bytes, weight] : o.ws.sizes)
+            sizes.push_back(json::object{{"bytes", bytes}, {"weight", weight}});
+        cfg["ws_sizes"] = std::move(sizes);
+        cfg["ws_binary"] = o.ws.binary;
+    }
     cfg["connections"] = o.connections;
     cfg["threads"] = o.threads;
     cfg["duration_s"] = std::chrono::duration<double>(o.duration).count();

@@ -83,6 +83,20 @@ def main():
         if "<svg" not in open(os.path.join(tmp, "lat.svg")).read():
             fail("--plot did not write an SVG")
 
+        # WebSocket mode: echoes of two sizes, JSON and a plot.
+        ws = "ws://127.0.0.1:%d/ws/echo" % port
+        p = run([ws, "-c", "4", "-t", "1", "-d", "1s", "-q", "--ws-sizes", "16:3,2KiB:1",
+                 "--plot", os.path.join(tmp, "ws.png"), "--json", "-"])
+        r = json.loads(p.stdout[p.stdout.index("{"):])
+        if r["requests"] <= 0 or r["error_total"] != 0 or r["connections_opened"] != 4:
+            fail("ws mode: %s" % r)
+        if not (16 * r["requests"] < r["bytes"] < 2048 * r["requests"]):
+            fail("ws mode: %d bytes for %d echoes of 16 or 2048" % (r["bytes"], r["requests"]))
+        with open(os.path.join(tmp, "ws.png"), "rb") as f:
+            if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                fail("ws mode: --plot did not write a PNG")
+        print("ws         %8.0f msg/s  p99 %.0f us" % (r["rate"], r["latency_us"]["p99"]))
+
         # Bad arguments: exit 2 and say what is wrong.
         for args, want in [
             (["ftp://x/"], "must start with http://"),
@@ -90,6 +104,9 @@ def main():
             ([base + "/", "-s", os.path.join(tmp, "missing.yaml")], "cannot be read"),
             ([base + "/", "-H", "nocolon"], "expected \"Name: value\""),
             ([base + "/", "-c", "0"], "connections"),
+            (["wss://x/"], "TLS is not supported"),
+            ([ws, "--ws-sizes", "32:x"], "the weight is not a number"),
+            ([ws, "--close"], "neither --close nor --scenario"),
         ]:
             p = run(args, expect=2)
             if want not in p.stderr + p.stdout:

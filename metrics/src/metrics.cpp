@@ -228,6 +228,10 @@ class scrape_time_collector : public prometheus::Collectable {
             auto& st = *stats;
             gauge("smarm_http_connections_active", "HTTP connections open now.",
                   static_cast<double>(st.active));
+            gauge("smarm_http_websockets_active",
+                  "WebSocket connections open now (upgraded; counted in "
+                  "smarm_http_connections_active too).",
+                  static_cast<double>(st.websockets));
             counter("smarm_http_connections_accepted_total", "HTTP connections accepted.",
                     static_cast<double>(st.accepted));
             counter("smarm_http_connections_rejected_total",

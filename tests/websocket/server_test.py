@@ -148,6 +148,8 @@ def memory(binary, config):
             c.send(b"\x81\x82abcd" + bytes(x ^ y for x, y in zip(b"hi", b"ab")))
             rel.check(c.recv_frame()[3] == b"hi", "echo")
         time.sleep(0.5)
+        open_now = srv.metric("smarm_http_websockets_active")
+        rel.check(open_now == n, f"smarm_http_websockets_active {open_now}, {n} open")
         per = (srv.rss_kib() - base) * 1024 / n
         print(f"memory: {per / 1024:.1f} KiB per idle socket ({n} open)")
         rel.check(per < 32 * 1024, f"{per:.0f} bytes per idle socket")

@@ -12,7 +12,7 @@
 //   smarm_http_requests_total{route,method,status}
 //   smarm_http_request_duration_seconds{route} (histogram)
 //   smarm_http_connections_active, _accepted_total, _rejected_total,
-//   smarm_http_accept_errors_total
+//   smarm_http_accept_errors_total, smarm_http_websockets_active
 //   smarm_actors{state}, smarm_actor_spawns_total, smarm_scheduler_parks_total,
 //   smarm_scheduler_wakes_total, smarm_run_queue_length,
 //   smarm_timeslice_overruns_total, smarm_timers_pending,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -59,6 +60,25 @@ void conn_registry::notify_websockets() {
         (void)tx.send(1);  // a session already gone has dropped its receiver
 }
 
+void conn_registry::tick_websockets(std::int64_t now) {
+    std::vector<sender<int>> ticks;
+    {
+        std::lock_guard g(mu_);
+        for (auto& [id, c] : conns_) {
+            auto& ws = c.watch->ws;
+            if (ws.due.load(std::memory_order_relaxed) > now) continue;
+            // One tick per due time: the session stores the next one.
+            if (ws.due.exchange(std::numeric_limits<std::int64_t>::max(),
+                                std::memory_order_relaxed) > now)
+                continue;
+            std::lock_guard w(ws.mu);
+            if (ws.tx) ticks.push_back(*ws.tx);
+        }
+    }
+    for (auto& tx : ticks)
+        (void)tx.send(2);
+}
+
 void conn_registry::reap_idle(std::int64_t now) {
     stop_where([now](const conn_watch& w) {
         return w.idle.load(std::memory_order_seq_cst) &&
@@ -68,12 +88,16 @@ void conn_registry::reap_idle(std::int64_t now) {
 
 void reap_loop(conn_registry& conns, const server_config& cfg) {
     using namespace std::chrono;
-    const nanoseconds period = std::clamp<nanoseconds>(
-        std::min(cfg.header_timeout, cfg.idle_timeout) / 8, milliseconds(5), seconds(1));
+    nanoseconds shortest = std::min(cfg.header_timeout, cfg.idle_timeout);
+    for (nanoseconds ws : {cfg.websocket.ping_interval, cfg.websocket.idle_timeout})
+        if (ws.count() > 0) shortest = std::min(shortest, ws);
+    const nanoseconds period = std::clamp<nanoseconds>(shortest / 8, milliseconds(5), seconds(1));
     for (;;) {
         smarm::sleep(period);
         try {
-            conns.reap_idle(coarse_now().time_since_epoch().count());
+            const std::int64_t now = coarse_now().time_since_epoch().count();
+            conns.reap_idle(now);
+            conns.tick_websockets(now);
         } catch (const smarm::stopped&) {
             throw;
         } catch (const std::exception& e) {  // out of memory: idle limits must outlive it

@@ -25,6 +25,9 @@ class conn_registry {
     /// Sends the drain notice to every connection that became a WebSocket
     /// (conn_watch::ws).
     void notify_websockets();
+    /// Sends a tick to every WebSocket whose ping or idle limit (`due`)
+    /// is at or before `now` (websocket_session.hpp).
+    void tick_websockets(std::int64_t now);
     /// request_stop every connection idle past its reap_at (`now` in
     /// steady_clock ns since its epoch).
     void reap_idle(std::int64_t now);
@@ -43,10 +46,11 @@ class conn_registry {
     std::unordered_map<std::uint64_t, entry> conns_;  // guarded by mu_
 };
 
-/// The reaper actor's body: stops connections idle past their limit,
-/// waking every eighth of the shorter of the header and idle timeouts
-/// (5 ms..1 s), so a limit is enforced never early and at most that much
-/// late. Runs until stopped.
+/// The reaper actor's body: stops connections idle past their limit and
+/// ticks WebSockets past their ping or idle limit, waking every eighth of
+/// the shortest of the header and idle timeouts and the WebSocket ping
+/// interval and idle timeout (5 ms..1 s), so a limit is enforced never
+/// early and at most that much late. Runs until stopped.
 void reap_loop(conn_registry& conns, const server_config& cfg);
 
 }  // namespace smarm::http::internal

@@ -29,6 +29,14 @@
 // draining (seq_cst) and then sends to every registered slot. Either the
 // session sees draining or its sender was registered before the stop read
 // the slots: no socket misses the 1001.
+//
+// Ping and idle limits: a session the server watches arms no timer per
+// wait (that was a timer-heap insert and cancel per message, as it was per
+// request for HTTP): it stores its next limit in the slot's `due` and the
+// server's reaper (conn_registry.cpp) sends it a tick once that has
+// passed, so a ping or an idle close is up to one reaper period late (at
+// most 1 s). Unwatched sessions (tests without a server) select with the
+// limit as a deadline.
 
 #include <smarm/channel.hpp>
 #include <smarm/http/message.hpp>
@@ -50,6 +58,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,11 +73,18 @@ namespace smarm::http::internal {
 
 namespace beast_ws = boost::beast::websocket;
 
-/// Where a connection that became a WebSocket leaves its drain notice
-/// (conn_watch holds one; the server's stop sends through it).
+/// Where a connection that became a WebSocket leaves its notice sender
+/// (conn_watch holds one): the server's stop sends a drain notice through
+/// it, the reaper a tick once `due` has passed.
 struct ws_notice_slot {
     smarm::detail::spinlock mu;
     std::optional<sender<int>> tx;  // guarded by mu
+    /// When the session next wants a tick (steady_clock ns since its
+    /// epoch; max: none): its ping or idle limit. Stored by the session
+    /// before it parks, exchanged to max by the reaper that sends the tick.
+    /// Relaxed both ways: a tick read late is one reaper period late, and
+    /// the session re-reads the clock when it wakes.
+    std::atomic<std::int64_t> due{std::numeric_limits<std::int64_t>::max()};
 };
 
 /// The io_context Beast's stream asks its next layer for. Never run: every
@@ -302,7 +318,7 @@ class ws_session final : public websocket {
         ws_.accept(up, ec);
         if (ec) return false;
         open_ = true;
-        last_rx_ = last_ping_ = smarm::detail::clock::now();
+        last_rx_ = last_ping_ = coarse_now();
         if (notice_ != nullptr) {
             auto [tx, rx] = smarm::channel<int>();
             notice_rx_.emplace(std::move(rx));
@@ -360,7 +376,7 @@ class ws_session final : public websocket {
         auto buf = boost::asio::dynamic_buffer(m.data, 2 * opts_.max_message + 64 * 1024);
         error_code ec;
         ws_.read(buf, ec);
-        last_rx_ = smarm::detail::clock::now();
+        last_rx_ = coarse_now();
         if (ec) return end(ec);
         m.type = ws_.got_text() ? kind::text : kind::binary;
         return m;
@@ -471,7 +487,7 @@ class ws_session final : public websocket {
             (void)end(ec);
             return false;
         }
-        if (g.buffered() != before) last_rx_ = smarm::detail::clock::now();
+        if (g.buffered() != before) last_rx_ = coarse_now();
         return true;
     }
 
@@ -534,9 +550,22 @@ class ws_session final : public websocket {
                 due = std::max(last_rx_, last_ping_) + opts_.ping_interval;
             if (opts_.idle_timeout.count() > 0)
                 due = std::min(due.value_or(time_point::max()), last_rx_ + opts_.idle_timeout);
-            const auto fired = smarm::select_until(arms_, due);
+            std::optional<std::size_t> fired;
+            if (notice_ != nullptr) {  // the reaper ticks (header comment)
+                notice_->due.store(due ? due->time_since_epoch().count()
+                                       : std::numeric_limits<std::int64_t>::max(),
+                                   std::memory_order_relaxed);
+                fired = smarm::select_until(arms_, std::nullopt);
+                if (*fired == 0) {
+                    (void)notice_rx_->try_recv();
+                    if (draining_ == nullptr || !draining_->load(std::memory_order_seq_cst))
+                        fired.reset();  // a tick: the limits below
+                }
+            } else {
+                fired = smarm::select_until(arms_, due);
+            }
             if (!fired) {
-                const auto now = smarm::detail::clock::now();
+                const auto now = coarse_now();
                 if (opts_.idle_timeout.count() > 0 && now >= last_rx_ + opts_.idle_timeout) {
                     go_away(1001, "idle timeout");
                     return wait_end::closed;
@@ -562,7 +591,6 @@ class ws_session final : public websocket {
                 if (!fill(true)) return wait_end::closed;
                 continue;
             }
-            (void)notice_rx_->try_recv();
             go_away(1001, "going away");
             return wait_end::closed;
         }

@@ -172,6 +172,32 @@ struct run_state {
     std::vector<std::unique_ptr<conn_stats>> conns;
 };
 
+/// One connection's send schedule: open loop, rate / connections sends
+/// per second, staggered across one interval by the connection's index;
+/// closed loop, none.
+struct schedule {
+    bool open;
+    nanoseconds interval;
+    clock::time_point next;
+    schedule(const run_state& rs, std::size_t index)
+        : open(rs.o.rate > 0),
+          interval(open ? nanoseconds(static_cast<std::int64_t>(1e9 * rs.o.connections / rs.o.rate))
+                        : nanoseconds::zero()),
+          next(rs.start + (open ? interval * static_cast<std::int64_t>(index) /
+                                      static_cast<std::int64_t>(rs.o.connections)
+                                : nanoseconds::zero())) {}
+    /// The intended time of the next send (closed loop: `now`), after
+    /// sleeping until it; nullopt once the schedule passes `end`.
+    std::optional<clock::time_point> turn(clock::time_point now, clock::time_point end) {
+        if (!open) return now;
+        if (next >= end) return std::nullopt;
+        if (next > now) smarm::sleep(next - now);
+        const auto t = next;
+        next += interval;
+        return t;
+    }
+};
+
 /// Resolves once, so a connection per request does not resolve per request.
 std::string resolve(const std::string& host) {
     addrinfo hints{};
@@ -227,13 +253,8 @@ void drive_ws(run_state& rs, conn_stats& cs, std::size_t index) {
     std::vector<unsigned char> buf(64 * 1024);
     std::size_t have = 0;
     tcp_stream s;
-    const bool open_loop = o.rate > 0;
-    const auto interval = open_loop
-                              ? nanoseconds(static_cast<std::int64_t>(1e9 * o.connections / o.rate))
-                              : nanoseconds::zero();
-    auto next = rs.start + (open_loop ? interval * static_cast<std::int64_t>(index) /
-                                            static_cast<std::int64_t>(o.connections)
-                                      : nanoseconds::zero());
+    schedule sched(rs, index);
+    const bool open_loop = sched.open;
     auto fail = [&](error_kind k) {
         if (clock::now() < rs.end) cs.errors[static_cast<std::size_t>(k)].add();
         s.close();
@@ -307,18 +328,14 @@ void drive_ws(run_state& rs, conn_stats& cs, std::size_t index) {
         auto now = clock::now();
         if (now >= rs.end) return;
         if (!s.is_open() && !open(std::min(now + o.timeout, rs.end))) continue;
-        auto intended = clock::now();
-        if (open_loop) {
-            if (next >= rs.end) {
-                // No message left in its schedule: the socket stays open to
-                // the end (-c N sockets are open for the whole run).
-                smarm::sleep(left_until(rs.end));
-                return;
-            }
-            if (next > intended) smarm::sleep(next - intended);
-            intended = next;
-            next += interval;
+        const auto turn = sched.turn(clock::now(), rs.end);
+        if (!turn) {
+            // No message left in its schedule: the socket stays open to the
+            // end (-c N sockets are open for the whole run).
+            smarm::sleep(left_until(rs.end));
+            return;
         }
+        const auto intended = *turn;
         const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
@@ -398,14 +415,8 @@ void drive(run_state& rs, conn_stats& cs, std::size_t index) {
     std::vector<char> buf(16 * 1024);
     std::size_t have = 0;  // unparsed bytes at the front of buf
     tcp_stream s;
-    const bool open_loop = o.rate > 0;
-    const auto interval = open_loop
-                              ? nanoseconds(static_cast<std::int64_t>(1e9 * o.connections / o.rate))
-                              : nanoseconds::zero();
-    // Stagger the connections' schedules across one interval.
-    auto next = rs.start + (open_loop ? interval * static_cast<std::int64_t>(index) /
-                                            static_cast<std::int64_t>(o.connections)
-                                      : nanoseconds::zero());
+    schedule sched(rs, index);
+    const bool open_loop = sched.open;
     auto fail = [&](error_kind k) {
         if (clock::now() < rs.end) cs.errors[static_cast<std::size_t>(k)].add();
         s.close();
@@ -414,13 +425,9 @@ void drive(run_state& rs, conn_stats& cs, std::size_t index) {
     for (std::uint64_t seq = 0;; ++seq) {
         auto now = clock::now();
         if (now >= rs.end) return;
-        auto intended = now;
-        if (open_loop) {
-            if (next >= rs.end) return;
-            if (next > now) smarm::sleep(next - now);
-            intended = next;
-            next += interval;
-        }
+        const auto turn = sched.turn(now, rs.end);
+        if (!turn) return;
+        const auto intended = *turn;
         if (!s.is_open()) {
             try {
                 s = tcp_stream::connect(rs.host, o.to.port,

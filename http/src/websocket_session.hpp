@@ -147,8 +147,10 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
         begin_ += n;
         if (begin_ == end_) begin_ = end_ = 0;
     }
-    /// Gives the buffer back while it is empty (before an idle wait: an
-    /// idle socket holds none; the next fill allocates it again).
+    /// Gives the buffers back while they are empty (before an idle wait:
+    /// an idle socket holds none; the next fill allocates again, which
+    /// keeps the few hot chunks in cache: a buffer kept per socket cost
+    /// 1,024 sockets ~3% CPU per message against the allocation per message).
     void release_if_empty() noexcept {
         if (buffered() == 0 && buf_) {
             buf_.reset();
@@ -234,7 +236,9 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
     }
 
   private:
-    static constexpr std::size_t min_capacity = 2048;
+    /// A 4 KiB message and its head arrive in one read (with 2 KiB, the
+    /// rest of one took a second recv straight into Beast's buffer).
+    static constexpr std::size_t min_capacity = 4096 + 16;
     /// Room for `need` buffered bytes: the unread ones moved to the front,
     /// or a larger buffer.
     void reserve(std::size_t need) {

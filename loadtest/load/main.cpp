@@ -48,12 +48,13 @@ int main(int argc, char** argv) {
     unsigned connections = 64, threads = 2;
     double rate = 0;
     std::uint64_t body = 0, seed = 1;
-    bool close = false, quiet = false, ws_binary = false;
+    bool close = false, quiet = false, ws_binary = false, ws_mode = false;
     std::string ws_sizes = "32";
     app.add_option("url", url,
                    "target, http://host[:port][/path] (the path is ignored with "
                    "--scenario), or ws://host[:port]/path: WebSocket echo round trips")
         ->required();
+    app.add_flag("--ws", ws_mode, "WebSocket mode on an http:// URL (as a ws:// URL is)");
     app.add_option("--ws-sizes", ws_sizes,
                    "ws:// messages: SIZE[:WEIGHT],... drawn per message (default 32)");
     app.add_flag("--ws-binary", ws_binary, "ws:// messages are binary (default text)");
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     load::options o;
     try {
         o.to = load::parse_url(url);
+        if (ws_mode) o.to.websocket = true;
         o.duration = duration_arg("--duration", duration);
         o.warmup = duration_arg("--warmup", warmup);
         o.timeout = duration_arg("--timeout", timeout);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A/B two smarm-server builds on WebSocket echo: smarm-load's ws mode
-against GET /ws/echo (-t 1, 32-byte text messages), interleaved pairs (A B,
+against GET /ws/echo (-t 1, text messages of --sizes, default 32 bytes), interleaved pairs (A B,
 B A, ...), a fresh server per run; the median per-pair ratio B/A of round
 trips/s and of the server's CPU per message (/proc utime + stime over the
 measured run, after a 1 s warm-up run).
@@ -28,7 +28,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def run(exe, load, conns, duration):
+def run(exe, load, conns, duration, sizes):
     p = subprocess.Popen([exe, "--config", os.path.join(ROOT, "config", "smarm.yaml"),
                           f"--http.port={PORT}", "--http.host=127.0.0.1", "--admin.port=0",
                           "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -40,7 +40,7 @@ def run(exe, load, conns, duration):
                        capture_output=True, check=True)
         c0 = cpu_seconds(p.pid)
         out = subprocess.run([load, url, "-t", "1", "-c", str(conns), "-d", f"{duration}s", "-q",
-                              "--json", "-"], capture_output=True, text=True, check=True).stdout
+                              "--ws-sizes", sizes, "--json", "-"], capture_output=True, text=True, check=True).stdout
         c1 = cpu_seconds(p.pid)
     finally:
         p.terminate()
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--a", required=True)
     ap.add_argument("--b", required=True)
     ap.add_argument("--conns", default="64,1024")
+    ap.add_argument("--sizes", default="32", help="smarm-load --ws-sizes")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--load", default=os.path.join(ROOT, "build", "release", "loadtest", "load",
@@ -68,7 +69,7 @@ def main():
         for i in range(a.pairs):
             res = {}
             for k in (["a", "b"] if i % 2 == 0 else ["b", "a"]):
-                res[k] = run(getattr(a, k), a.load, conns, a.duration)
+                res[k] = run(getattr(a, k), a.load, conns, a.duration, a.sizes)
             rate.append(res["b"][0] / res["a"][0])
             cpu.append(res["b"][1] / res["a"][1])
             print(f"c{conns} pair {i + 1}: A {res['a'][0]:.0f} msg/s {res['a'][1]:.2f} us/msg  "

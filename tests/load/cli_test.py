@@ -85,6 +85,10 @@ def main():
 
         # WebSocket mode: echoes of two sizes, JSON and a plot.
         ws = "ws://127.0.0.1:%d/ws/echo" % port
+        p = run([base + "/ws/echo", "--ws", "-c", "2", "-t", "1", "-d", "300ms", "-q", "--json", "-"])
+        r = json.loads(p.stdout[p.stdout.index("{"):])
+        if r["requests"] <= 0 or r["error_total"] != 0 or not r["config"]["target"].startswith("ws://"):
+            fail("--ws on an http:// URL: %s" % r)
         p = run([ws, "-c", "4", "-t", "1", "-d", "1s", "-q", "--ws-sizes", "16:3,2KiB:1",
                  "--plot", os.path.join(tmp, "ws.png"), "--json", "-"])
         r = json.loads(p.stdout[p.stdout.index("{"):])

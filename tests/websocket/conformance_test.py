@@ -345,15 +345,26 @@ def _(port):
     echo(port, BINARY, b"m" * MAX)
 
 
-@case("9.2", "a message one byte past max_message: 1009")
+def head_only(data, payload_sent=16):
+    """A frame cut after its head and a little payload: the server must
+    decide from the head alone. (Sending the whole oversized payload races
+    the server's close: once it has failed the message it reads no more,
+    and a client still writing may get a reset before it reads the close;
+    seen under TSan.)"""
+    b1 = data[1] & 0x7F
+    head = 2 + (2 if b1 == 126 else 8 if b1 == 127 else 0) + 4
+    return data[:head + payload_sent]
+
+
+@case("9.2", "a message one byte past max_message: 1009 from its head")
 def _(port):
-    fails_with(port, 1009, frame(BINARY, b"m" * (MAX + 1)))
+    fails_with(port, 1009, head_only(frame(BINARY, b"m" * (MAX + 1))))
 
 
-@case("9.3", "fragments adding up past max_message: 1009")
+@case("9.3", "fragments adding up past max_message: 1009 at the second head")
 def _(port):
     half = b"m" * (MAX // 2 + 1)
-    fails_with(port, 1009, frame(BINARY, half, fin=False), frame(CONT, half))
+    fails_with(port, 1009, frame(BINARY, half, fin=False), head_only(frame(CONT, half)))
 
 
 @case("9.4", "a 64-bit length with the top bit set: 1002")
@@ -511,10 +522,12 @@ def main():
     plain = rel.start(a.server, a.config, common)
     deflate = rel.start(a.server, a.config, common + ["--websocket.deflate=true"])
     failed = []
+    ran = 0
     try:
         for ident, what, fn in CASES:
             if a.k not in ident and a.k not in what:
                 continue
+            ran += 1
             port = deflate.port if ident in DEFLATE else plain.port
             try:
                 fn(port)
@@ -530,7 +543,7 @@ def main():
         for s in (plain, deflate):
             if s.alive():
                 s.stop()
-    print(f"{len(CASES) - len(failed)} passed, {len(failed)} failed" +
+    print(f"{ran - len(failed)} passed, {len(failed)} failed" +
           (f": {' '.join(failed)}" if failed else ""))
     sys.exit(1 if failed else 0)
 

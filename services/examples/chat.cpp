@@ -38,15 +38,25 @@ void serve(http::websocket& ws) {
         auto ev = ws.recv_or({rx});
         if (auto* m = std::get_if<http::websocket::message>(&ev)) {
             if (m->is_close()) return;
-            smarm::broadcast(room, std::make_shared<const line>(line{std::move(m->data), m->type}));
+            smarm::broadcast(room, std::make_shared<const line>(line{std::move(m->data), m->type}),
+                             max_backlog);
             continue;
         }
-        if (rx.queued() > max_backlog) {
+        // Only this actor takes from rx, so a queue at the bound here (on
+        // waking, or after a send that stalled) means a broadcast may have
+        // skipped this member: it cannot promise every message any more.
+        auto too_slow = [&] { return rx.queued() >= max_backlog; };
+        if (too_slow()) {
             ws.close(1008, "too slow");
             return;
         }
-        while (auto l = rx.try_recv())
+        while (auto l = rx.try_recv()) {
             if (!ws.send((*l.value)->data, (*l.value)->type)) return;
+            if (too_slow()) {
+                ws.close(1008, "too slow");
+                return;
+            }
+        }
     }
 }
 

@@ -14,8 +14,10 @@
 // each member gets one sender's messages in the order that sender's client
 // sent them (a channel is FIFO per sender), and every message exactly once
 // while it stays joined. A member whose client reads too slowly is closed
-// with 1008 once `max_backlog` messages wait for it, so a stalled reader
-// holds at most that many (and a write stalls at most message_timeout).
+// with 1008 once `max_backlog` messages wait for it: broadcasts skip a
+// member at the bound, so a stalled reader holds at most that many (and a
+// write stalls at most message_timeout), and the member, finding its queue
+// at the bound, closes rather than go on with a gap.
 
 #include <smarm/http/router.hpp>
 #include <smarm/http/websocket.hpp>

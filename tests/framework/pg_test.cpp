@@ -77,6 +77,21 @@ SMARM_TEST(Pg, BroadcastReachesEveryMemberInOrder) {
     EXPECT_EQ(smarm::broadcast(workers, 1), 0u) << "no member left";
 }
 
+SMARM_TEST(Pg, BroadcastSkipsAMemberAtItsQueueBound) {
+    constexpr smarm::group<int> slow{"slow"};
+    auto [tx, rx] = smarm::channel<int>();  // the root is the member; it does not read yet
+    smarm::join(slow, tx);
+    EXPECT_EQ(smarm::broadcast(slow, 1, 2), 1u);
+    EXPECT_EQ(smarm::broadcast(slow, 2, 2), 1u);
+    EXPECT_EQ(smarm::broadcast(slow, 3, 2), 0u) << "two queued: skipped";
+    EXPECT_EQ(rx.queued(), 2u);
+    EXPECT_EQ(*rx.try_recv().value, 1);
+    EXPECT_EQ(smarm::broadcast(slow, 4, 2), 1u) << "room again";
+    EXPECT_EQ(*rx.try_recv().value, 2);
+    EXPECT_EQ(*rx.try_recv().value, 4);
+    EXPECT_TRUE(smarm::leave(slow));
+}
+
 SMARM_TEST(Pg, DeadMemberIsNeverReturnedAndEvictedFromEveryGroup) {
     auto [rtx, rrx] = smarm::channel<std::pair<smarm::pid, int>>();
     auto [jtx, jrx] = smarm::channel<int>();

@@ -9,12 +9,16 @@
   idle     a peer that never answers pings is pinged, then closed with 1001
            after idle_timeout; one that answers stays open
   memory   2,000 idle sockets: RSS per socket bounded
+  slowframe  a frame begun and never finished: closed after message_timeout
+  slowreader a chat member that never reads while another floods the room:
+           closed, the room goes on, memory bounded
 
     server_test.py CASE SMARM_SERVER CONFIG
 """
 import asyncio
 import os
 import signal
+import socket
 import struct
 import sys
 import time
@@ -159,6 +163,84 @@ def memory(binary, config):
         rel.check(srv.stop() == 0, "server exit status")
 
 
+def slowframe(binary, config):
+    """A frame begun and never finished: closed after message_timeout, never
+    before; the server keeps serving others."""
+    srv = rel.start(binary, config, ["--websocket.message_timeout=500ms"])
+    try:
+        c = Client(srv.port)
+        t0 = time.monotonic()
+        c.send(b"\x81\xfe\x10\x00abcd" + b"x" * 100)  # a 4 KiB text frame, 100 bytes of it
+        c.sock.settimeout(15)
+        closed = False
+        try:
+            while True:
+                chunk = c.sock.recv(4096)
+                if not chunk:
+                    closed = True
+                    break
+        except ConnectionResetError:
+            closed = True
+        waited = time.monotonic() - t0
+        rel.check(closed, "a stalled frame was not closed")
+        rel.check(waited >= 0.5, f"closed after {waited:.3f} s, before message_timeout")
+        other = Client(srv.port)
+        other.send_frame(0x1, b"still serving")
+        rel.check(other.recv_message() == (0x1, b"still serving"), "another socket served")
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+    print(f"slowframe: a stalled frame closed after {waited:.2f} s (message_timeout 500ms)")
+
+
+def slowreader(binary, config):
+    """A chat member that never reads while another floods the room: its
+    writes stall, it is closed (message_timeout), the room goes on, and the
+    server's memory stays bounded."""
+    srv = rel.start(binary, config, ["--websocket.chat=true", "--websocket.message_timeout=2s"])
+    try:
+        stalled = Client(srv.port, "/ws/chat/flood")
+        stalled.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        rel.check(stalled.recv_message() == (0x1, b"joined flood"), "joined")
+        base = srv.rss_kib()
+
+        async def go():
+            async with websockets.connect(url(srv, "/ws/chat/flood")) as w:
+                rel.check(await w.recv() == "joined flood", "writer joined")
+                payload = "y" * 1024
+                for i in range(20000):
+                    await w.send(payload)
+                    if i % 100 == 0:  # the writer reads its own echoes
+                        while True:
+                            try:
+                                await asyncio.wait_for(w.recv(), 0.001)
+                            except asyncio.TimeoutError:
+                                break
+                # The stalled member is dropped; the writer still hears itself.
+                await asyncio.sleep(3)
+                await w.send("last")
+                while await asyncio.wait_for(w.recv(), 10) != "last":
+                    pass
+        asyncio.run(go())
+        grown = srv.rss_kib() - base
+        stalled.sock.settimeout(10)
+        gone = False
+        try:
+            while True:
+                chunk = stalled.sock.recv(65536)
+                if not chunk:
+                    gone = True
+                    break
+        except ConnectionResetError:
+            gone = True
+        rel.check(gone, "the stalled reader was not closed")
+        # The stalled member holds at most chat::max_backlog (4096) lines of
+        # 1 KiB; before the bound it held the whole flood (25 MiB of RSS).
+        rel.check(grown < 12 * 1024, f"RSS grew {grown} KiB over a 20 MiB flood")
+    finally:
+        rel.check(srv.stop() == 0, "server exit status")
+    print(f"slowreader: the stalled member was closed; RSS grew {grown} KiB over a 20 MiB flood")
+
+
 if __name__ == "__main__":
-    {"interop": interop, "chat": chat, "drain": drain, "idle": idle,
-     "memory": memory}[sys.argv[1]](sys.argv[2], sys.argv[3])
+    {"interop": interop, "chat": chat, "drain": drain, "idle": idle, "memory": memory,
+     "slowframe": slowframe, "slowreader": slowreader}[sys.argv[1]](sys.argv[2], sys.argv[3])

@@ -100,11 +100,19 @@ name_send_result<M> dispatch(group<M> g, M msg) {
 /// took it. Each member's copy arrives in the order this caller broadcast
 /// them (a channel is FIFO per sender). Share a large payload (M =
 /// std::shared_ptr<const T>) rather than copy it per member.
+/// With `max_queued`, a member whose inbox already holds that many is
+/// skipped (a slow consumer does not grow without bound); the member can
+/// tell, since its queue only shrinks when it receives: finding
+/// queued() >= max_queued means it may have missed a message.
 template <class M>
-std::size_t broadcast(group<M> g, const M& msg) {
+std::size_t broadcast(group<M> g, const M& msg,
+                      std::size_t max_queued = static_cast<std::size_t>(-1)) {
     std::size_t delivered = 0;
-    for (const auto& r : detail::pg_all(g.text, typeid(M)))
-        delivered += static_cast<const sender<M>*>(r.tx.get())->send(M(msg)).ok() ? 1 : 0;
+    for (const auto& r : detail::pg_all(g.text, typeid(M))) {
+        const auto* tx = static_cast<const sender<M>*>(r.tx.get());
+        if (max_queued != static_cast<std::size_t>(-1) && tx->queued() >= max_queued) continue;
+        delivered += tx->send(M(msg)).ok() ? 1 : 0;
+    }
     return delivered;
 }
 

@@ -47,36 +47,24 @@ void conn_registry::stop_connections(bool idle_only) {
     });
 }
 
+// Posted under mu_: a watch outlives its entry (the connection removes the
+// entry before its watch goes), so it is alive while mu_ is held.
 void conn_registry::notify_websockets() {
-    std::vector<sender<int>> notices;
-    {
-        std::lock_guard g(mu_);
-        for (auto& [id, c] : conns_) {
-            std::lock_guard w(c.watch->ws.mu);
-            if (c.watch->ws.tx) notices.push_back(*c.watch->ws.tx);
-        }
-    }
-    for (auto& tx : notices)
-        (void)tx.send(1);  // a session already gone has dropped its receiver
+    std::lock_guard g(mu_);
+    for (auto& [id, c] : conns_)
+        c.watch->ws.post(ws_notice_slot::drain);  // not a WebSocket: not open, a no-op
 }
 
 void conn_registry::tick_websockets(std::int64_t now) {
-    std::vector<sender<int>> ticks;
-    {
-        std::lock_guard g(mu_);
-        for (auto& [id, c] : conns_) {
-            auto& ws = c.watch->ws;
-            if (ws.due.load(std::memory_order_relaxed) > now) continue;
-            // One tick per due time: the session stores the next one.
-            if (ws.due.exchange(std::numeric_limits<std::int64_t>::max(),
-                                std::memory_order_relaxed) > now)
-                continue;
-            std::lock_guard w(ws.mu);
-            if (ws.tx) ticks.push_back(*ws.tx);
-        }
+    std::lock_guard g(mu_);
+    for (auto& [id, c] : conns_) {
+        auto& ws = c.watch->ws;
+        if (ws.due.load(std::memory_order_relaxed) > now) continue;
+        // One tick per due time: the session stores the next one.
+        if (ws.due.exchange(std::numeric_limits<std::int64_t>::max(), std::memory_order_relaxed) <=
+            now)
+            ws.post(ws_notice_slot::tick);
     }
-    for (auto& tx : ticks)
-        (void)tx.send(2);
 }
 
 void conn_registry::reap_idle(std::int64_t now) {

@@ -24,11 +24,12 @@
 //   the stream on a timeout.
 // - Inside a message (between fragments) Beast answers pings itself.
 //
-// Drain: a session registers its notice sender in the connection's
-// ws_notice_slot, then reads `draining` (seq_cst); server::stop stores
-// draining (seq_cst) and then sends to every registered slot. Either the
-// session sees draining or its sender was registered before the stop read
-// the slots: no socket misses the 1001.
+// Drain: a session opens the connection's ws_notice_slot (under its lock),
+// then reads `draining` (seq_cst); server::stop stores draining (seq_cst)
+// and then posts `drain` to every slot (under each slot's lock). Either the
+// slot was open when the stop locked it (the notice is pending) or the
+// session locked it after the stop did and so reads draining as true: no
+// socket misses the 1001.
 //
 // Ping and idle limits: a session the server watches arms no timer per
 // wait (that was a timer-heap insert and cancel per message, as it was per
@@ -38,13 +39,14 @@
 // most 1 s). Unwatched sessions (tests without a server) select with the
 // limit as a deadline.
 
-#include <smarm/channel.hpp>
 #include <smarm/http/message.hpp>
 #include <smarm/http/websocket.hpp>
+#include <smarm/pid.hpp>
 #include <smarm/runtime.hpp>
 #include <smarm/select.hpp>
 
 #include <smarm/detail/spinlock.hpp>
+#include <smarm/detail/wait.hpp>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
@@ -65,6 +67,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stream.hpp"
@@ -73,18 +76,64 @@ namespace smarm::http::internal {
 
 namespace beast_ws = boost::beast::websocket;
 
-/// Where a connection that became a WebSocket leaves its notice sender
-/// (conn_watch holds one): the server's stop sends a drain notice through
-/// it, the reaper a tick once `due` has passed.
-struct ws_notice_slot {
-    smarm::detail::spinlock mu;
-    std::optional<sender<int>> tx;  // guarded by mu
+/// A WebSocket's notices (conn_watch holds one): the server's stop posts
+/// `drain`, the reaper `tick` once `due` has passed. A select arm of its
+/// own (no channel: one lock on the session's own stack, nothing to
+/// allocate), ready while a notice is pending.
+class ws_notice_slot final : public smarm::detail::select_source {
+  public:
+    enum : std::uint8_t { drain = 1, tick = 2 };
     /// When the session next wants a tick (steady_clock ns since its
     /// epoch; max: none): its ping or idle limit. Stored by the session
-    /// before it parks, exchanged to max by the reaper that sends the tick.
+    /// before it parks, exchanged to max by the reaper that posts the tick.
     /// Relaxed both ways: a tick read late is one reaper period late, and
     /// the session re-reads the clock when it wakes.
     std::atomic<std::int64_t> due{std::numeric_limits<std::int64_t>::max()};
+
+    /// The notifiers' side: `what` is pending (if a session is open) and
+    /// the session parked on the arm, if any, is woken.
+    void post(std::uint8_t what) noexcept {
+        pid waiter;
+        std::uint32_t epoch = 0;
+        {
+            std::lock_guard g(mu_);
+            if (!open_) return;
+            pending_ |= what;
+            waiter = std::exchange(waiter_, pid{});
+            epoch = epoch_;
+        }
+        if (waiter.valid()) smarm::detail::unpark_at(waiter, epoch);
+    }
+    /// The session's side: notices are taken from open() to close().
+    void open() noexcept {
+        std::lock_guard g(mu_);
+        open_ = true;
+    }
+    void close() noexcept {
+        std::lock_guard g(mu_);
+        open_ = false;
+        pending_ = 0;
+        waiter_ = pid{};
+    }
+    /// The pending notices, cleared.
+    std::uint8_t take() noexcept {
+        std::lock_guard g(mu_);
+        return std::exchange(pending_, std::uint8_t{0});
+    }
+    bool ready_or_register(pid self, std::uint32_t epoch) override {
+        std::lock_guard g(mu_);
+        if (pending_ != 0) return true;
+        waiter_ = self;
+        epoch_ = epoch;
+        return false;
+    }
+
+  private:
+    smarm::detail::spinlock mu_;
+    bool open_ = false;         // guarded by mu_
+    std::uint8_t pending_ = 0;  // guarded by mu_
+    pid waiter_;                // guarded by mu_ (a stale one is inert: its epoch)
+    std::uint32_t epoch_ = 0;   // guarded by mu_
 };
 
 /// The io_context Beast's stream asks its next layer for. Never run: every
@@ -309,10 +358,7 @@ class ws_session final : public websocket {
         }
     }
     ~ws_session() {
-        if (notice_ != nullptr) {
-            std::lock_guard g(notice_->mu);
-            notice_->tx.reset();
-        }
+        if (notice_ != nullptr) notice_->close();
     }
 
     /// The handshake: writes the 101 (false: the socket is unusable).
@@ -323,14 +369,7 @@ class ws_session final : public websocket {
         if (ec) return false;
         open_ = true;
         last_rx_ = last_ping_ = coarse_now();
-        if (notice_ != nullptr) {
-            auto [tx, rx] = smarm::channel<int>();
-            notice_rx_.emplace(std::move(rx));
-            {
-                std::lock_guard g(notice_->mu);
-                notice_->tx.emplace(std::move(tx));
-            }
-        }
+        if (notice_ != nullptr) notice_->open();
         return true;
     }
 
@@ -538,13 +577,14 @@ class ws_session final : public websocket {
                 if (!fill(false)) return wait_end::closed;
                 continue;
             }
-            if (notice_rx_ && draining_ != nullptr && draining_->load(std::memory_order_seq_cst)) {
+            if (notice_ != nullptr && draining_ != nullptr &&
+                draining_->load(std::memory_order_seq_cst)) {
                 go_away(1001, "going away");
                 return wait_end::closed;
             }
             g.release_if_empty();
             arms_.clear();
-            if (notice_rx_) arms_.emplace_back(*notice_rx_);
+            if (notice_ != nullptr) arms_.emplace_back(*notice_);
             const std::size_t first_socket = arms_.size();
             if (sock != nullptr) arms_.emplace_back(*sock);
             const std::size_t first_user = arms_.size();
@@ -561,8 +601,9 @@ class ws_session final : public websocket {
                                    std::memory_order_relaxed);
                 fired = smarm::select_until(arms_, std::nullopt);
                 if (*fired == 0) {
-                    (void)notice_rx_->try_recv();
-                    if (draining_ == nullptr || !draining_->load(std::memory_order_seq_cst))
+                    const std::uint8_t what = notice_->take();
+                    if (!(what & ws_notice_slot::drain) &&
+                        (draining_ == nullptr || !draining_->load(std::memory_order_seq_cst)))
                         fired.reset();  // a tick: the limits below
                 }
             } else {
@@ -626,7 +667,6 @@ class ws_session final : public websocket {
     const websocket_options& opts_;
     ws_notice_slot* notice_;
     const std::atomic<bool>* draining_;
-    std::optional<receiver<int>> notice_rx_;
     source src_;
     bool open_ = false;
     message closed_{kind::close, "not open", 1006};

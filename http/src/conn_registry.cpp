@@ -55,23 +55,28 @@ void conn_registry::notify_websockets() {
         c.watch->ws.post(ws_notice_slot::drain);  // not a WebSocket: not open, a no-op
 }
 
-void conn_registry::tick_websockets(std::int64_t now) {
-    std::lock_guard g(mu_);
-    for (auto& [id, c] : conns_) {
-        auto& ws = c.watch->ws;
-        if (ws.due.load(std::memory_order_relaxed) > now) continue;
-        // One tick per due time: the session stores the next one.
-        if (ws.due.exchange(std::numeric_limits<std::int64_t>::max(), std::memory_order_relaxed) <=
-            now)
-            ws.post(ws_notice_slot::tick);
-    }
-}
-
+// One walk for both: the idle HTTP connections to stop, the WebSockets to
+// tick (posted under mu_, as above).
 void conn_registry::reap_idle(std::int64_t now) {
-    stop_where([now](const conn_watch& w) {
-        return w.idle.load(std::memory_order_seq_cst) &&
-               w.reap_at.load(std::memory_order_relaxed) <= now;
-    });
+    std::vector<pid> targets;
+    {
+        std::lock_guard g(mu_);
+        for (auto& [id, c] : conns_) {
+            conn_watch& w = *c.watch;
+            if (w.idle.load(std::memory_order_seq_cst) &&
+                w.reap_at.load(std::memory_order_relaxed) <= now) {
+                targets.push_back(c.id);
+                continue;
+            }
+            // One tick per due time: the session stores the next one.
+            if (w.ws.due.load(std::memory_order_relaxed) <= now &&
+                w.ws.due.exchange(std::numeric_limits<std::int64_t>::max(),
+                                  std::memory_order_relaxed) <= now)
+                w.ws.post(ws_notice_slot::tick);
+        }
+    }
+    for (pid p : targets)
+        smarm::request_stop(p);
 }
 
 void reap_loop(conn_registry& conns, const server_config& cfg) {
@@ -85,7 +90,6 @@ void reap_loop(conn_registry& conns, const server_config& cfg) {
         try {
             const std::int64_t now = coarse_now().time_since_epoch().count();
             conns.reap_idle(now);
-            conns.tick_websockets(now);
         } catch (const smarm::stopped&) {
             throw;
         } catch (const std::exception& e) {  // out of memory: idle limits must outlive it

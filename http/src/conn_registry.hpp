@@ -25,11 +25,9 @@ class conn_registry {
     /// Sends the drain notice to every connection that became a WebSocket
     /// (conn_watch::ws).
     void notify_websockets();
-    /// Sends a tick to every WebSocket whose ping or idle limit (`due`)
-    /// is at or before `now` (websocket_session.hpp).
-    void tick_websockets(std::int64_t now);
-    /// request_stop every connection idle past its reap_at (`now` in
-    /// steady_clock ns since its epoch).
+    /// request_stop every connection idle past its reap_at, and tick every
+    /// WebSocket whose ping or idle limit (`due`, websocket_session.hpp) is
+    /// at or before `now` (steady_clock ns since its epoch), in one walk.
     void reap_idle(std::int64_t now);
 
   private:

@@ -328,10 +328,8 @@ void teardown(boost::beast::role_type, ws_gate<Stream>& g, error_code& ec) {
 template <class Stream>
 class ws_session final : public websocket {
   public:
-    using clock = std::chrono::steady_clock;
-
-    /// `notice`: where the drain notice is left (null: no drain, tests);
-    /// `draining`: the server's flag.
+    /// `notice`: the connection's notice slot (null: no drain and a timer
+    /// per wait, tests); `draining`: the server's flag.
     ws_session(Stream& s, std::string_view early, const http::request& req,
                const websocket_options& opts, std::string_view server_name, ws_notice_slot* notice,
                const std::atomic<bool>* draining)
@@ -406,8 +404,9 @@ class ws_session final : public websocket {
             case wait_end::frame:
                 break;
         }
-        ws_.next_layer().set_read_deadline(deadline_in(opts_.message_timeout));
-        ws_.next_layer().set_write_deadline(deadline_in(opts_.message_timeout));
+        const time_point limit = deadline_in(opts_.message_timeout);
+        ws_.next_layer().set_read_deadline(limit);
+        ws_.next_layer().set_write_deadline(limit);
         message m;
         // Beast's read_message_max must be what fails a message too large
         // (1009): the buffer's own maximum (whose overflow Beast turns into

@@ -15,11 +15,15 @@ CTEST_ARGS ?=
 
 APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgtest-dev \
                   libspdlog-dev libssl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev prometheus-cpp-dev clang libclang-rt-14-dev \
-                  libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox libpq-dev
+                  libgmock-dev libbenchmark-dev spin python3 python3-yaml gnuplot-nox libpq-dev \
+                  libnghttp2-dev pkg-config
 # Only `make test` needs the browser (the observer page's test), curl and a
 # PostgreSQL server (the postgres client's tests start their own) and
-# python3-websockets (the WebSocket interop and chat tests' client).
-TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql python3-websockets
+# python3-websockets (the WebSocket interop and chat tests' client),
+# python3-h2 (the HTTP/2 conformance client) and nghttp2-client (nghttp,
+# h2load: HTTP/2 interop and the benchmark).
+TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql python3-websockets \
+                  python3-h2 nghttp2-client
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql \
                   node-ws golang-golang-x-net-dev

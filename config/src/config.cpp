@@ -300,9 +300,17 @@ const std::vector<key_def>& table() {
                    [](settings& s) -> std::string& { return s.http.access_log_file; }),
         bool_key("http.test_routes",
                  "GET /test/throw throws; GET /test/causal runs a known bottleneck "
-                 "(sites test.slow, test.fast); POST /test/stop/{kv,worker,http} on the "
+                 "(sites test.slow, test.fast); GET /test/sleep, POST /test/echo, GET "
+                 "/test/bytes, GET /test/chunks; POST /test/stop/{kv,worker,http} on the "
                  "admin listener stops that actor (for failure tests only; keep off)",
                  [](settings& s) -> bool& { return s.http.test_routes; }),
+        bool_key("http2.enabled",
+                 "HTTP/2 on the HTTP listener: h2 by ALPN with TLS, h2c by prior knowledge "
+                 "without",
+                 [](settings& s) -> bool& { return s.http2.enabled; }),
+        u64_key("http2.max_concurrent_streams",
+                "HTTP/2 streams (handler actors) open at once per connection", 1, 1u << 20,
+                [](settings& s) -> std::uint64_t& { return s.http2.max_concurrent_streams; }),
         string_key("http.tls_certificate", "PEM certificate chain; with tls_private_key: TLS on",
                    {}, [](settings& s) -> std::string& { return s.http.tls_certificate; }),
         string_key("http.tls_private_key", "PEM private key of tls_certificate", {},

@@ -163,6 +163,9 @@ struct conn_ctx {
     std::uint64_t id = 0;
     socket_address peer;
     conn_watch* watch = nullptr;  ///< null: nobody drains or reaps this connection
+    /// Keeps `sh` alive for actors a connection starts and does not wait
+    /// for (HTTP/2 stream actors); null when `sh` outlives them anyway.
+    std::shared_ptr<const void> owner;
 };
 
 /// The status to answer a failed header/body read with, or nullopt to close
@@ -181,6 +184,68 @@ inline time_point drain_deadline(const shared& sh) {
 inline std::size_t read_buffer_limit(const server_config& cfg) {
     return std::max<std::size_t>(cfg.header_limit, 1024) + 64 * 1024;
 }
+
+/// Opens a request's trace span, named by its route (only while tracing).
+[[gnu::cold, gnu::noinline]] inline void open_span(const shared& sh, const request& req,
+                                                   const route_match& m) {
+    trace::span_begin(m.target ? sh.traced.routes[m.index] : sh.traced.unrouted,
+                      sh.traced.method(req.method(), req.method_string()));
+}
+
+/// Authorizes, routes and runs the handler of `req`, in the calling actor
+/// (the connection's for HTTP/1.1, the stream's for HTTP/2). A throw is a
+/// 500 carrying the request id (logged, counted in errors); `rid` is then
+/// set. `route` gets the matched pattern when on_request wants it (before
+/// the handler: a registry-routed one moves the request away), `hook` the
+/// route's causal hooks when profiled, `span` whether a trace span opened.
+[[gnu::always_inline]] inline response run_handler(shared& sh, request& req,
+                                                   const socket_address& peer, std::string& rid,
+                                                   std::string& route,
+                                                   const profile_hooks::route*& hook, bool& span) {
+    const server_config& cfg = sh.cfg;
+    hook = nullptr;
+    std::optional<response> denied;
+    if (cfg.authorize) denied = cfg.authorize(req);
+    if (denied) return std::move(*denied);
+    route_match m = sh.routes.match(req);
+    if (detail::trace_active()) [[unlikely]] {
+        open_span(sh, req, m);
+        span = true;
+    }
+    if (cfg.on_request && m.target) route = req.route();
+    hook = sh.causal && m.target ? &sh.causal->routes[m.index] : nullptr;
+    // Built in place (a default-constructed response would allocate its
+    // default Content-Type only to be assigned over).
+    if (!m.target) {
+        response r(m.status, std::string(boost::beast::http::obsolete_reason(m.status)) + "\n");
+        if (m.status == http::status::method_not_allowed) r.set("Allow", m.allow);
+        return r;
+    }
+    try {
+        if (hook != nullptr) {
+            causal::site_guard in_site(hook->site);
+            causal::handoff_guard served(hook->service);
+            return (*m.target)(req);
+        }
+        return (*m.target)(req);
+    } catch (const smarm::stopped&) {
+        throw;
+    } catch (const std::exception& e) {
+        rid = req.id();
+        log_handler_error(peer, req, e.what());
+    } catch (...) {
+        rid = req.id();
+        log_handler_error(peer, req, "a non-standard exception");
+    }
+    sh.errors.fetch_add(1, std::memory_order_relaxed);
+    return response(http::status::internal_server_error,
+                    "Internal Server Error\nrequest id: " + rid + "\n");
+}
+
+/// Serves an HTTP/2 connection (h2_connection.hpp) whose first bytes,
+/// already read, are `early` (the preface, for h2c).
+template <class Stream>
+void serve_h2(Stream& s, conn_ctx& c, std::string_view early);
 
 template <class Stream>
 class connection {
@@ -217,6 +282,9 @@ class connection {
     /// connection closes after it. Returns when the 101 was written
     /// (clock::time_point{} if the handshake failed).
     clock::time_point upgrade(response& res);
+    /// Whether the buffered first bytes are HTTP/2's connection preface
+    /// (reading more while they are a proper prefix of it).
+    bool prefaced();
     /// A file or chunked body after its head; false when the connection
     /// must close (write failed, or a close-delimited body).
     bool write_streamed(response& res, bool head_only);
@@ -260,13 +328,6 @@ class connection {
     bool keep_alive_ = false;  ///< the answered request's, then the response's
     const profile_hooks::route* route_ = nullptr;  ///< the routed request's, when profiled
     bool span_open_ = false;                       ///< the request's trace span is open
-
-    /// Opens the request's trace span (only while tracing).
-    [[gnu::cold, gnu::noinline]] void open_span(const route_match& m) {
-        trace::span_begin(m.target ? c_.sh.traced.routes[m.index] : c_.sh.traced.unrouted,
-                          c_.sh.traced.method(req_.method(), req_.method_string()));
-        span_open_ = true;
-    }
 };
 
 /// Serves one connection over `s` (the connection actor's body).
@@ -279,6 +340,12 @@ template <class Stream>
 void connection<Stream>::serve() {
     for (;;) {
         if (buf_.size() == 0 && !await_request()) return;
+        // h2c by prior knowledge: the preface as a connection's first bytes.
+        if (seq_ == 0 && cfg_.http2.enabled && prefaced()) [[unlikely]] {
+            const std::string_view early(static_cast<const char*>(buf_.data().data()), buf_.size());
+            serve_h2(s_, c_, early);
+            return;
+        }
         // The request's start, for the access log and on_request (a precise
         // clock read, so only when one of them wants it).
         const bool timed = c_.sh.access || cfg_.on_request;
@@ -374,6 +441,23 @@ bool connection<Stream>::await_request() {
 }
 
 template <class Stream>
+bool connection<Stream>::prefaced() {
+    static constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    auto have = [&] {
+        return std::string_view(static_cast<const char*>(buf_.data().data()), buf_.size());
+    };
+    if (have()[0] != 'P') return false;  // every HTTP/1.1 method but PRI, POST, PUT, PATCH
+    s_.set_deadline(deadline_in(cfg_.header_timeout));
+    while (buf_.size() < preface.size() && preface.starts_with(have())) {
+        error_code ec;
+        const auto n = s_.read_some(buf_.prepare(1024), ec);
+        if (ec) return false;  // the HTTP/1.1 path answers or closes
+        buf_.commit(n);
+    }
+    return have().starts_with(preface);
+}
+
+template <class Stream>
 bool connection<Stream>::read_request() {
     namespace bhttp = boost::beast::http;
     version_ = 11;
@@ -427,41 +511,7 @@ bool connection<Stream>::read_request() {
 
 template <class Stream>
 response connection<Stream>::handle(std::string& rid, std::string& route) {
-    route_ = nullptr;
-    std::optional<response> denied;
-    if (cfg_.authorize) denied = cfg_.authorize(req_);
-    if (denied) return std::move(*denied);
-    route_match m = c_.sh.routes.match(req_);
-    if (detail::trace_active()) [[unlikely]]
-        open_span(m);
-    if (cfg_.on_request && m.target) route = req_.route();
-    route_ = c_.sh.causal && m.target ? &c_.sh.causal->routes[m.index] : nullptr;
-    // Built in place (a default-constructed response would allocate its
-    // default Content-Type only to be assigned over).
-    if (!m.target) {
-        response r(m.status, std::string(boost::beast::http::obsolete_reason(m.status)) + "\n");
-        if (m.status == http::status::method_not_allowed) r.set("Allow", m.allow);
-        return r;
-    }
-    try {
-        if (route_ != nullptr) {
-            causal::site_guard in_site(route_->site);
-            causal::handoff_guard served(route_->service);
-            return (*m.target)(req_);
-        }
-        return (*m.target)(req_);
-    } catch (const smarm::stopped&) {
-        throw;
-    } catch (const std::exception& e) {
-        rid = req_.id();
-        log_handler_error(c_.peer, req_, e.what());
-    } catch (...) {
-        rid = req_.id();
-        log_handler_error(c_.peer, req_, "a non-standard exception");
-    }
-    c_.sh.errors.fetch_add(1, std::memory_order_relaxed);
-    return response(http::status::internal_server_error,
-                    "Internal Server Error\nrequest id: " + rid + "\n");
+    return run_handler(c_.sh, req_, c_.peer, rid, route, route_, span_open_);
 }
 
 template <class Stream>
@@ -580,3 +630,6 @@ bool connection<Stream>::write_streamed(response& res, bool head_only) {
 }
 
 }  // namespace smarm::http::internal
+
+// HTTP/2 needs the above (conn_ctx, run_handler); serve() needs serve_h2.
+#include "h2_connection.hpp"  // IWYU pragma: export

@@ -54,11 +54,15 @@ void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, 
             st.admitted.fetch_sub(1, std::memory_order_relaxed);
         }
     } guard{*st, id, conn};
-    conn_ctx c{st->sh, id, conn.peer_address(), &watch};
+    conn_ctx c{st->sh, id, conn.peer_address(), &watch, st};
     actor_stream s(conn);
     if (st->tls) {
         tls_stream ts(s, *st->tls);
         if (!ts.handshake(std::chrono::steady_clock::now() + st->sh.cfg.header_timeout)) return;
+        if (ts.alpn() == "h2") {
+            serve_h2(ts, c, {});
+            return;
+        }
         serve_connection(ts, c);
         return;
     }

@@ -153,6 +153,11 @@ void append_simple(std::string& out, const server_config& cfg, http::status s, b
     out += r.body();
 }
 
+void append_date(std::string& out) {
+    char d[32];
+    out.append(d, put_date(d));
+}
+
 void append_chunk_size(std::string& out, std::size_t n) {
     char b[24];
     auto r = std::to_chars(b, b + sizeof b, n, 16);

@@ -44,7 +44,8 @@ server::~server() = default;
 
 void server::start() {
     if (st_->started) throw std::logic_error("smarm::http::server::start: already started");
-    if (st_->sh.cfg.tls) st_->tls = internal::make_tls_context(*st_->sh.cfg.tls);
+    if (st_->sh.cfg.tls)
+        st_->tls = internal::make_tls_context(*st_->sh.cfg.tls, st_->sh.cfg.http2.enabled);
     if (st_->sh.cfg.access_log) st_->sh.access = internal::open_access_log(st_->sh.cfg);
     listen_options lo;
     lo.backlog = st_->sh.cfg.backlog;

@@ -9,14 +9,17 @@ namespace smarm::http::internal {
 
 namespace {
 
-// ALPN: the server speaks http/1.1 only. A client that offers something
-// else gets no ALPN answer and may carry on or hang up.
+// ALPN: h2 first when HTTP/2 is on (the server's order decides), then
+// http/1.1. A client that offers neither gets no ALPN answer and may carry
+// on (as HTTP/1.1) or hang up.
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
-    static const unsigned char ours[] = "\x08http/1.1";
+                unsigned int inlen, void* arg) {
+    static const unsigned char both[] = "\x02h2\x08http/1.1";
+    static const unsigned char h1[] = "\x08http/1.1";
+    const bool h2 = arg != nullptr;
     unsigned char* sel = nullptr;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) ==
-        OPENSSL_NPN_NEGOTIATED) {
+    if (SSL_select_next_proto(&sel, outlen, h2 ? both : h1, h2 ? sizeof both - 1 : sizeof h1 - 1,
+                              in, inlen) == OPENSSL_NPN_NEGOTIATED) {
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
     }
@@ -25,7 +28,7 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
 
 }  // namespace
 
-std::unique_ptr<boost::asio::ssl::context> make_tls_context(const tls_config& cfg) {
+std::unique_ptr<boost::asio::ssl::context> make_tls_context(const tls_config& cfg, bool h2) {
     namespace ssl = boost::asio::ssl;
     auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
     ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
@@ -45,7 +48,9 @@ std::unique_ptr<boost::asio::ssl::context> make_tls_context(const tls_config& cf
         throw std::runtime_error("smarm::http: the TLS private key \"" + cfg.private_key_file +
                                  "\" does not match the certificate \"" + cfg.certificate_file +
                                  "\"");
-    SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_alpn, nullptr);
+    // Any non-null argument means "h2 too" (the callback only tests it).
+    static int h2_on = 1;
+    SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_alpn, h2 ? &h2_on : nullptr);
     return ctx;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // TLS for the connection loop: OpenSSL through Asio's ssl::stream, layered
 // over the actor stream (so the handshake, reads and writes park the actor
-// like plain IO). TLS 1.2 is the minimum; ALPN selects http/1.1.
+// like plain IO). TLS 1.2 is the minimum; ALPN selects h2 (with `h2`) or
+// http/1.1.
 
 #include <smarm/http/config.hpp>
 
@@ -18,8 +19,9 @@
 namespace smarm::http::internal {
 
 /// The server's TLS context. Throws std::runtime_error naming the file when
-/// the certificate or key cannot be loaded (or do not match).
-std::unique_ptr<boost::asio::ssl::context> make_tls_context(const tls_config& cfg);
+/// the certificate or key cannot be loaded (or do not match). `h2`: ALPN
+/// offers h2 before http/1.1.
+std::unique_ptr<boost::asio::ssl::context> make_tls_context(const tls_config& cfg, bool h2);
 
 /// The connection loop's stream contract over TLS.
 class tls_stream {

@@ -69,7 +69,7 @@ std::string repeat(std::string_view one) {
 /// for each response (so every response is flushed on its own).
 std::size_t serve_once(const std::string& input) {
     smarm_test::memory_stream s(input, input.size() / batch);
-    http::internal::conn_ctx c{server_state(), 1, {}, nullptr};
+    http::internal::conn_ctx c{server_state(), 1, {}, nullptr, nullptr};
     http::internal::serve_connection(s, c);
     benchmark::DoNotOptimize(s.out.data());
     return s.out.size();

@@ -133,12 +133,54 @@ http::server_config http_config_from(const config::settings& s) {
                    .message_timeout = s.websocket.message_timeout,
                    .close_timeout = s.websocket.close_timeout,
                    .deflate = s.websocket.deflate};
+    c.http2 = {
+        .enabled = s.http2.enabled,
+        .max_concurrent_streams = static_cast<std::uint32_t>(s.http2.max_concurrent_streams)};
     if (!s.http.tls_certificate.empty())
         c.tls = http::tls_config{s.http.tls_certificate, s.http.tls_private_key};
     return c;
 }
 
 enum class listener { http, admin };
+
+/// A query parameter as a count, at most `max` (0 when absent or bad).
+std::uint64_t count_param(const http::request& q, std::string_view name, std::uint64_t max) {
+    const auto v = q.query_param(name);
+    if (!v) return 0;
+    try {
+        return std::min<std::uint64_t>(std::stoull(*v), max);
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+/// The transfer test routes (http.test_routes): a slow handler, an echo,
+/// a large body and a streamed one, for the protocol tests (HTTP/2 flow
+/// control, stream concurrency).
+void add_transfer_test_routes(http::router& r) {
+    r.get("/test/sleep", [](http::request& q) {
+        smarm::sleep(std::chrono::milliseconds(count_param(q, "ms", 60'000)));
+        return http::response(http::status::ok, "slept\n");
+    });
+    r.post("/test/echo", [](http::request& q) {
+        return http::response(http::status::ok, std::move(q.body()), "application/octet-stream");
+    });
+    r.get("/test/bytes", [](http::request& q) {
+        return http::response(http::status::ok,
+                              std::string(count_param(q, "n", std::uint64_t{64} << 20), 'x'),
+                              "application/octet-stream");
+    });
+    r.get("/test/chunks", [](http::request& q) {
+        const std::uint64_t n = count_param(q, "n", 1'000'000);
+        const std::uint64_t size = count_param(q, "size", std::uint64_t{1} << 20);
+        auto left = std::make_shared<std::uint64_t>(n);
+        return http::response::chunked([left, size]() -> std::optional<std::string> {
+            if (*left == 0) return std::nullopt;
+            --*left;
+            return std::string(size, 'x');
+        });
+    });
+}
 
 /// About `us` microseconds of dependent arithmetic with an observation
 /// point every ~1 us: never a timed wait, which would absorb the delay a
@@ -271,8 +313,13 @@ struct application::state : std::enable_shared_from_this<application::state> {
                     SMARM_PROGRESS("test.causal");
                     return http::response(http::status::ok, "ok\n");
                 });
+                add_transfer_test_routes(r);
             }
             r.get("/plaintext", [](http::request&) {
+                return http::response(http::status::ok, "Hello, World!", "text/plain");
+            });
+            // The benchmarks' POST (its body read and dropped).
+            r.post("/plaintext", [](http::request&) {
                 return http::response(http::status::ok, "Hello, World!", "text/plain");
             });
             r.get("/json", [](http::request&) {

@@ -112,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string_view input(reinterpret_cast<const char*>(data), size);
     // Small reads make the parser see every split point.
     smarm_test::memory_stream s(input, size % 7 + 1);
-    http::internal::conn_ctx c{server_state(), 1, {}, nullptr};
+    http::internal::conn_ctx c{server_state(), 1, {}, nullptr, nullptr};
     http::internal::serve_connection(s, c);
     check_responses(s.out);
     return 0;

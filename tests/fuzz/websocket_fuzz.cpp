@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     input.append(reinterpret_cast<const char*>(data), size);
     // Small reads make the gate and Beast see every split point.
     smarm_test::memory_stream s(input, size % 13 + 1);
-    http::internal::conn_ctx c{server_state(deflate), 1, {}, nullptr};
+    http::internal::conn_ctx c{server_state(deflate), 1, {}, nullptr, nullptr};
     http::internal::serve_connection(s, c);
     check_frames(s.out, deflate);
     return 0;

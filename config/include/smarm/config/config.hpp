@@ -54,6 +54,12 @@ struct http_settings {
     std::string tls_private_key;
 };
 
+/// HTTP/2 on the HTTP listener (smarm::http::http2_options).
+struct http2_settings {
+    bool enabled = true;  ///< h2 by ALPN (TLS), h2c by prior knowledge (plain)
+    std::uint64_t max_concurrent_streams = 100;
+};
+
 struct admin_settings {
     bool enabled = true;  ///< serve /metrics and /debug/* here instead of the main port
     std::string host = "127.0.0.1";
@@ -127,6 +133,7 @@ struct log_settings {
 /// Every setting of smarm-server.
 struct settings {
     http_settings http;
+    http2_settings http2;
     admin_settings admin;
     runtime_settings runtime;
     kv_settings kv;

@@ -18,7 +18,8 @@
 
 namespace smarm::http {
 
-/// TLS settings: PEM files. TLS 1.2 is the minimum; ALPN offers http/1.1.
+/// TLS settings: PEM files. TLS 1.2 is the minimum; ALPN selects h2 (when
+/// http2 is enabled) or http/1.1.
 struct tls_config {
     std::string certificate_file;  ///< the certificate chain (PEM)
     std::string private_key_file;  ///< its key (PEM)
@@ -31,6 +32,22 @@ struct request_record {
     unsigned status = 0;
     std::uint64_t body_bytes = 0;
     std::chrono::nanoseconds duration{};  ///< first byte of the request to the response written
+};
+
+/// HTTP/2 (RFC 9113, through libnghttp2): h2 by ALPN on TLS, h2c by prior
+/// knowledge on a plain listener (a connection whose first bytes are the
+/// HTTP/2 preface). `Upgrade: h2c` is not offered (RFC 9113 deprecates it).
+/// Every stream's handler runs in an actor of its own; the HTTP/1.1 limits
+/// apply per stream (header_limit 431, body_limit 413, body_timeout,
+/// write_timeout: a response that makes no progress for it is reset), the
+/// connection closes after idle_timeout without an open stream.
+struct http2_options {
+    bool enabled = true;
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams (so handler actors) open at
+    /// once per connection. Before the client acknowledged it, a stream past
+    /// it is refused (RST_STREAM REFUSED_STREAM); after, a client that
+    /// ignores it ends the connection (GOAWAY PROTOCOL_ERROR).
+    std::uint32_t max_concurrent_streams = 100;
 };
 
 /// Server settings; every limit has a safe default.
@@ -87,6 +104,8 @@ struct server_config {
     std::chrono::seconds defer_accept{0};
     /// Every WebSocket's limits and keep-alive (smarm/http/websocket.hpp).
     websocket_options websocket;
+    /// HTTP/2 (on by default).
+    http2_options http2;
 };
 
 }  // namespace smarm::http

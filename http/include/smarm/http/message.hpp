@@ -68,7 +68,7 @@ class request {
     /// ('+' decodes to a space there), else from the query (query_param):
     /// what `curl -d 'a=1&b=2'` and `curl '...?a=1'` both send.
     std::optional<std::string> form_param(std::string_view name) const;
-    /// HTTP version: 10 or 11.
+    /// HTTP version: 10, 11 or 20 (HTTP/2).
     unsigned version() const noexcept { return version_; }
     /// The first value of header `name`, if present.
     std::optional<std::string_view> header(std::string_view name) const noexcept;

@@ -1,0 +1,601 @@
+// The HTTP/2 session: nghttp2's callbacks, the stream records and the
+// stream actors (h2_session.hpp has the design and the protocols).
+
+#include "connection.hpp"
+
+#include <smarm/http/router.hpp>
+
+#include <nghttp2/nghttp2.h>
+
+#include <boost/beast/http/verb.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace smarm::http::internal {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::int64_t now_ns() {
+    return coarse_now().time_since_epoch().count();
+}
+
+std::int64_t ns(std::chrono::nanoseconds d) {
+    return d.count() > std::numeric_limits<std::int64_t>::max() / 2
+               ? std::numeric_limits<std::int64_t>::max() / 2
+               : d.count();
+}
+
+/// Header names HTTP/2 forbids (RFC 9113 §8.2.2): a handler's response
+/// header of these is not sent.
+bool connection_specific(std::string_view lower) {
+    return lower == "connection" || lower == "keep-alive" || lower == "proxy-connection" ||
+           lower == "transfer-encoding" || lower == "upgrade";
+}
+
+/// The piece size a file body is read in.
+constexpr std::size_t file_piece = 64 * 1024;
+
+/// Sends a streamed body (the file `fd` of `size` bytes, or `source`'s
+/// pieces), each piece after the previous one's credit; false when the
+/// stream went away.
+bool stream_body(chunk_source& source, int fd, std::uint64_t size, std::int32_t id,
+                 const smarm::sender<h2_event>& tx, const smarm::receiver<char>& credits) {
+    auto send_piece = [&](std::string data) {
+        h2_event ev;
+        ev.what = h2_event::kind::piece;
+        ev.stream = id;
+        ev.data = std::move(data);
+        return tx.send(std::move(ev)).ok() && credits.recv().has_value();
+    };
+    if (fd >= 0) {
+        for (std::uint64_t off = 0; off < size;) {
+            const std::size_t want =
+                static_cast<std::size_t>(std::min<std::uint64_t>(file_piece, size - off));
+            std::string chunk(want, '\0');
+            long n = smarm::block_on_io(
+                [fd, p = chunk.data(), want, off] { return read_file(fd, p, want, off); });
+            if (n <= 0) throw std::runtime_error("the file shrank while it was sent");
+            chunk.resize(static_cast<std::size_t>(n));
+            off += static_cast<std::uint64_t>(n);
+            if (!send_piece(std::move(chunk))) return false;
+        }
+        return true;
+    }
+    while (auto piece = source()) {
+        if (piece->empty()) continue;
+        if (!send_piece(std::move(*piece))) return false;
+    }
+    return true;
+}
+
+/// A stream actor's body: the handler, then its response to the
+/// connection (and a streamed body, paced by credits). Whatever way it
+/// ends, the connection hears that it did: the head of a text body, or an
+/// `end` (failed unless the body was sent whole).
+void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& sh, request req,
+                std::int32_t id, bool head_only, smarm::sender<h2_event> tx) {
+    struct finish {
+        const smarm::sender<h2_event>& tx;
+        std::int32_t id;
+        bool told = false, failed = true;
+        ~finish() {
+            if (told) return;
+            h2_event end;
+            end.what = h2_event::kind::end;
+            end.stream = id;
+            end.failed = failed;
+            (void)tx.send(std::move(end));
+        }
+    } fin{tx, id};
+    h2_event head;
+    head.stream = id;
+    std::string rid;
+    bool span = false;
+    const socket_address peer = req.peer();
+    response res = run_handler(sh, req, peer, rid, head.route, head.hook, span);
+    if (span) trace::span_end(static_cast<unsigned>(res.status()), res.body().size());
+    if (res.kind() == response::body_kind::websocket)  // RFC 8441 is not offered
+        res = response(http::status::not_implemented, "WebSocket over HTTP/2 is not offered\n");
+    if (res.kind() == response::body_kind::text || head_only) {
+        head.res = std::move(res);
+        fin.told = true;
+        (void)tx.send(std::move(head));
+        return;
+    }
+    int fd = -1;
+    std::uint64_t size = 0;
+    if (res.kind() == response::body_kind::file) {
+        const std::string path = res.file_path();
+        file_open_result f = smarm::block_on_io([path] { return open_file(path); });
+        if (f.fd < 0) {
+            head.res =
+                response(f.err, std::string(boost::beast::http::obsolete_reason(f.err)) + "\n");
+            fin.told = true;
+            (void)tx.send(std::move(head));
+            return;
+        }
+        fd = f.fd;
+        size = f.size;
+        head.length = f.size;
+    }
+    struct closer {
+        int fd;
+        ~closer() {
+            if (fd >= 0) close_file(fd);
+        }
+    } guard{fd};
+    chunk_source source = std::move(res.chunks());
+    auto [credit_tx, credits] = smarm::channel<char>();
+    head.credit = std::move(credit_tx);
+    head.streamed = true;
+    head.res = std::move(res);
+    if (!tx.send(std::move(head)).ok()) return;
+    try {
+        if (!stream_body(source, fd, size, id, tx, credits)) return;
+        fin.failed = false;
+    } catch (const smarm::stopped&) {
+        throw;
+    } catch (const std::exception& e) {
+        log_stream_error(e.what());
+    }
+}
+
+}  // namespace
+
+/// One stream's state, from its HEADERS to its close.
+struct h2_session::stream {
+    std::int32_t id = 0;
+    request req;
+    std::size_t header_bytes = 0;
+    std::string authority;
+    bool header_overflow = false;  ///< the header list passed header_limit
+    bool headers_done = false;     ///< the request's header block ended
+    bool remote_done = false;      ///< END_STREAM received
+    bool dispatched = false;       ///< handed to a stream actor
+    bool answered = false;         ///< a response was submitted
+    bool head_only = false;
+    smarm::pid actor;  ///< while its handler runs
+    std::int64_t opened = 0;
+    clock::time_point t0{};  ///< for the access log and on_request
+    // The response:
+    unsigned status = 0;
+    std::string body;      ///< text body, or the streamed piece being sent
+    std::size_t sent = 0;  ///< of body
+    std::uint64_t bytes = 0;
+    bool streamed = false;      ///< file or chunked: pieces follow
+    bool ended = false;         ///< streamed: the end came
+    bool credit_owed = false;   ///< streamed: a piece is being sent
+    std::int64_t progress = 0;  ///< when nghttp2 last took bytes of it
+    smarm::sender<char> credit;
+    std::string method, target, rid, route;
+    const profile_hooks::route* hook = nullptr;
+};
+
+struct h2_session::callbacks {
+    static h2_session& self(void* p) { return *static_cast<h2_session*>(p); }
+
+    static int begin_headers(nghttp2_session*, const nghttp2_frame* f, void* user) try {
+        if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+        h2_session& h = self(user);
+        auto st = std::make_unique<stream>();
+        st->id = f->hd.stream_id;
+        st->opened = now_ns();
+        shared& sh = h.c_.sh;
+        if (sh.access || sh.cfg.on_request) st->t0 = clock::now();
+        if (sh.causal) sh.causal->arrive->hit();
+        request_access::version(st->req) = 20;
+        h.streams_[st->id] = std::move(st);
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static int header(nghttp2_session*, const nghttp2_frame* f, const std::uint8_t* name,
+                      std::size_t namelen, const std::uint8_t* value, std::size_t valuelen,
+                      std::uint8_t, void* user) try {
+        h2_session& h = self(user);
+        stream* st = h.find(f->hd.stream_id);
+        if (st == nullptr) return 0;
+        // RFC 9113 §6.5.2's size: name + value + 32 per field.
+        st->header_bytes += namelen + valuelen + 32;
+        if (st->header_bytes > h.c_.sh.cfg.header_limit) st->header_overflow = true;
+        if (st->header_overflow || st->headers_done) return 0;  // past the limit, or trailers
+        const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+        std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+        request& r = st->req;
+        if (!n.empty() && n[0] == ':') {
+            if (n == ":method") {
+                request_access::method_string(r) = v;
+                request_access::method(r) = boost::beast::http::string_to_verb(v);
+            } else if (n == ":path") {
+                request_access::target(r) = v;
+            } else if (n == ":authority") {
+                st->authority = v;
+            }
+            return 0;  // :scheme, :protocol: nothing to keep
+        }
+        auto& hs = request_access::headers(r);
+        if (n == "cookie") {  // §8.2.3: one field again for the handler
+            for (http::header& x : hs)
+                if (x.name == "cookie") {
+                    x.value.append("; ").append(v);
+                    return 0;
+                }
+        }
+        hs.push_back({std::string(n), std::string(v)});
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static int frame_recv(nghttp2_session*, const nghttp2_frame* f, void* user) try {
+        h2_session& h = self(user);
+        if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
+        stream* st = h.find(f->hd.stream_id);
+        if (st == nullptr) return 0;
+        if (f->hd.type == NGHTTP2_HEADERS && !st->headers_done) {
+            st->headers_done = true;
+            if (st->header_overflow) {
+                h.answer(*st, http::status::request_header_fields_too_large);
+                return 0;
+            }
+            // A declared length past the limit is refused before its body.
+            if (auto cl = st->req.header("content-length")) {
+                std::uint64_t n = 0;
+                auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
+                if (ec == std::errc() && n > h.c_.sh.cfg.body_limit) {
+                    h.answer(*st, http::status::payload_too_large);
+                    return 0;
+                }
+            }
+        }
+        if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+            st->remote_done = true;
+            if (!st->answered) h.dispatch(*st);
+        }
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static int data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                          std::size_t len, void* user) try {
+        h2_session& h = self(user);
+        stream* st = h.find(id);
+        if (st == nullptr || st->answered) return 0;
+        std::string& body = st->req.body();
+        if (body.size() + len > h.c_.sh.cfg.body_limit) {
+            std::string().swap(body);
+            h.answer(*st, http::status::payload_too_large);
+            return 0;
+        }
+        body.append(reinterpret_cast<const char*>(data), len);
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static int frame_send(nghttp2_session* s, const nghttp2_frame* f, void* user) try {
+        // A response sent whole before its request was (an early 413/431/
+        // 408): the rest of the request is not wanted (§8.1).
+        if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
+            (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
+            return 0;
+        stream* st = self(user).find(f->hd.stream_id);
+        if (st != nullptr && !st->remote_done)
+            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static int stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) try {
+        self(user).closed(id, code);
+        return 0;
+    } catch (...) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+
+    static ssize_t read_body(nghttp2_session*, std::int32_t id, std::uint8_t* buf, std::size_t len,
+                             std::uint32_t* flags, nghttp2_data_source*, void* user) {
+        h2_session& h = self(user);
+        stream* st = h.find(id);
+        if (st == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        const std::size_t n = std::min(len, st->body.size() - st->sent);
+        if (n == 0 && st->streamed && !st->ended) return NGHTTP2_ERR_DEFERRED;
+        std::memcpy(buf, st->body.data() + st->sent, n);
+        st->sent += n;
+        st->bytes += n;
+        st->progress = now_ns();
+        if (st->sent == st->body.size()) {
+            if (!st->streamed || st->ended)
+                *flags |= NGHTTP2_DATA_FLAG_EOF;
+            else
+                h.granted(*st);
+        }
+        return static_cast<ssize_t>(n);
+    }
+};
+
+h2_session::h2_session(conn_ctx& c) : c_(c) {
+    auto [tx, rx] = smarm::channel<h2_event>();
+    tx_ = std::move(tx);
+    rx_ = std::move(rx);
+    idle_since_ = now_ns();
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_option* opt = nullptr;
+    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        throw std::bad_alloc();
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, callbacks::begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, callbacks::header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, callbacks::frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, callbacks::data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, callbacks::frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, callbacks::stream_close);
+    // The hardening is nghttp2's, on by default in this build and set here
+    // so it does not depend on the library's defaults: RST_STREAM rate
+    // (CVE-2023-44487, rapid reset: a burst of 1000, then 33/s; past it
+    // GOAWAY), CONTINUATION frames per header block (CVE-2024-28182),
+    // SETTINGS entries per frame, queued SETTINGS/PING acknowledgements
+    // (a flood the peer does not read: past 1000, ENHANCE_YOUR_CALM).
+    nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+    nghttp2_option_set_max_continuations(opt, 8);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    const int rv = nghttp2_session_server_new2(&s_, cb, this, opt);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
+    if (rv != 0) throw std::bad_alloc();
+    const std::uint32_t header_list = static_cast<std::uint32_t>(
+        std::min<std::size_t>(c.sh.cfg.header_limit, std::numeric_limits<std::uint32_t>::max()));
+    const nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c.sh.cfg.http2.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, header_list},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+    };
+    nghttp2_submit_settings(s_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+}
+
+h2_session::~h2_session() {
+    for (auto& [id, st] : streams_)
+        if (st->actor.valid()) smarm::request_stop(st->actor);
+    nghttp2_session_del(s_);
+}
+
+h2_session::stream* h2_session::find(std::int32_t id) {
+    auto it = streams_.find(id);
+    return it == streams_.end() ? nullptr : it->second.get();
+}
+
+bool h2_session::receive(std::string_view bytes) {
+    smarm::no_preempt in_nghttp2;
+    const auto n = nghttp2_session_mem_recv(s_, reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                            bytes.size());
+    if (n < 0) failed_ = true;
+    return !failed_;
+}
+
+bool h2_session::output(std::string& out, std::size_t limit) {
+    smarm::no_preempt in_nghttp2;
+    while (out.size() < limit) {
+        const std::uint8_t* p = nullptr;
+        const auto n = nghttp2_session_mem_send(s_, &p);
+        if (n < 0) {
+            failed_ = true;
+            return false;
+        }
+        if (n == 0) break;
+        out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+    }
+    return !failed_;
+}
+
+bool h2_session::done() const {
+    if (failed_) return !nghttp2_session_want_write(s_);
+    if (!peer_open_) return producing_ == 0 && !nghttp2_session_want_write(s_);
+    return !nghttp2_session_want_read(s_) && !nghttp2_session_want_write(s_);
+}
+
+void h2_session::go_away() {
+    if (going_away_) return;
+    going_away_ = true;
+    nghttp2_submit_goaway(s_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s_),
+                          NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+void h2_session::dispatch(stream& st) {
+    st.dispatched = true;
+    request& r = st.req;
+    if (!st.authority.empty() && !r.header("host"))
+        request_access::headers(r).push_back({"host", st.authority});
+    st.method = r.method_string();
+    st.head_only = r.method() == verb::head;
+    if (!decode_path(r)) {
+        answer(st, http::status::bad_request);
+        return;
+    }
+    request_access::peer(r) = c_.peer;
+    request_access::set_id(r, c_.id, ++seq_);
+    if (c_.sh.access) {
+        st.target = r.target();
+        st.rid = r.id();
+    }
+    smarm::join_handle h = smarm::spawn([owner = c_.owner, &sh = c_.sh, req = std::move(r),
+                                         id = st.id, head_only = st.head_only, tx = tx_]() mutable {
+        run_stream(std::move(owner), sh, std::move(req), id, head_only, std::move(tx));
+    });
+    st.actor = h.id();
+    h.detach();
+    ++producing_;
+}
+
+void h2_session::answer(stream& st, http::status s) {
+    response r(s, std::string(boost::beast::http::obsolete_reason(s)) + "\n");
+    st.dispatched = true;
+    submit(st, r, std::nullopt);
+}
+
+void h2_session::submit(stream& st, response& res, std::optional<std::uint64_t> length) {
+    st.answered = true;
+    st.status = static_cast<unsigned>(res.status());
+    st.progress = now_ns();
+    const server_config& cfg = c_.sh.cfg;
+    const bool no_body = st.status < 200 || st.status == 204 || st.status == 304;
+    st.streamed = res.kind() != response::body_kind::text && !st.head_only && !no_body;
+    if (res.kind() == response::body_kind::text) {
+        length = res.body().size();
+        st.body = std::move(res.body());
+    }
+    // Field storage first: nghttp2 copies the pairs when it takes them.
+    std::vector<std::string> text;
+    text.reserve(8 + res.headers().size() * 2);
+    auto add = [&](std::string name, std::string value) {
+        text.push_back(std::move(name));
+        text.push_back(std::move(value));
+    };
+    add(":status", std::to_string(st.status));
+    if (!cfg.server_name.empty()) add("server", cfg.server_name);
+    std::string date;
+    append_date(date);
+    add("date", std::move(date));
+    if (!no_body) {
+        add("content-type", res.content_type());
+        if (length) add("content-length", std::to_string(*length));
+    }
+    for (const http::header& hd : res.headers()) {
+        std::string name = hd.name;
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        if (connection_specific(name)) continue;
+        add(std::move(name), hd.value);
+    }
+    std::vector<nghttp2_nv> nv;
+    nv.reserve(text.size() / 2);
+    for (std::size_t i = 0; i < text.size(); i += 2)
+        nv.push_back({reinterpret_cast<std::uint8_t*>(text[i].data()),
+                      reinterpret_cast<std::uint8_t*>(text[i + 1].data()), text[i].size(),
+                      text[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
+    nghttp2_data_provider body{};
+    body.read_callback = callbacks::read_body;
+    const bool has_body = !st.head_only && !no_body && (st.streamed || !st.body.empty());
+    nghttp2_submit_response(s_, st.id, nv.data(), nv.size(), has_body ? &body : nullptr);
+}
+
+void h2_session::granted(stream& st) {
+    st.body.clear();
+    st.sent = 0;
+    if (st.credit_owed) {
+        st.credit_owed = false;
+        (void)st.credit.send('+');
+    }
+}
+
+void h2_session::deliver(h2_event&& ev) {
+    if (ev.what != h2_event::kind::piece) {
+        // A head for a text or head-only body, or an end: the actor is done.
+        const bool finishes = ev.what == h2_event::kind::end || !ev.streamed;
+        if (finishes && producing_ > 0) --producing_;
+    }
+    stream* st = find(ev.stream);
+    if (st == nullptr) return;  // reset or closed meanwhile
+    smarm::no_preempt in_nghttp2;
+    switch (ev.what) {
+        case h2_event::kind::head:
+            if (!ev.streamed) st->actor = smarm::pid{};
+            st->route = std::move(ev.route);
+            st->hook = ev.hook;
+            st->credit = std::move(ev.credit);
+            submit(*st, *ev.res, ev.length);
+            break;
+        case h2_event::kind::piece:
+            st->body = std::move(ev.data);
+            st->sent = 0;
+            st->credit_owed = true;
+            st->progress = now_ns();
+            nghttp2_session_resume_data(s_, st->id);
+            break;
+        case h2_event::kind::end:
+            st->actor = smarm::pid{};
+            st->ended = true;
+            if (ev.failed)
+                nghttp2_submit_rst_stream(s_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+            else
+                nghttp2_session_resume_data(s_, st->id);
+            break;
+    }
+}
+
+void h2_session::closed(std::int32_t id, std::uint32_t code) {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    std::unique_ptr<stream> st = std::move(it->second);
+    streams_.erase(it);
+    if (streams_.empty()) idle_since_ = now_ns();
+    shared& sh = c_.sh;
+    if (st->actor.valid()) smarm::request_stop(st->actor);  // reset while its handler ran
+    if (sh.causal) sh.causal->depart->hit();
+    if (!st->answered) return;  // reset or cut before an answer: not a request answered
+    sh.requests.fetch_add(1, std::memory_order_relaxed);
+    if (const profile_hooks* ch = sh.causal.get()) {
+        ch->answered->hit();
+        if (st->hook != nullptr) st->hook->done->hit();
+    }
+    // A response cut by a reset still logs, with the bytes that went.
+    (void)code;
+    if (sh.access)
+        log_access(*sh.access, c_.peer, st->method, st->target, st->status, st->bytes,
+                   clock::now() - st->t0, st->rid);
+    if (sh.cfg.on_request)
+        sh.cfg.on_request(
+            request_record{st->route, st->method, st->status, st->bytes, clock::now() - st->t0});
+}
+
+std::int64_t h2_session::expire(std::int64_t now) {
+    const server_config& cfg = c_.sh.cfg;
+    std::int64_t next = std::numeric_limits<std::int64_t>::max();
+    smarm::no_preempt in_nghttp2;
+    std::vector<std::pair<std::int32_t, bool>> late;  // (stream, request still arriving)
+    for (auto& [id, st] : streams_) {
+        std::int64_t limit = std::numeric_limits<std::int64_t>::max();
+        if (!st->remote_done && !st->answered)
+            limit = st->opened + ns(cfg.body_timeout);
+        else if (st->answered && st->sent < st->body.size())  // held by flow control
+            limit = st->progress + ns(cfg.write_timeout);
+        if (limit <= now)
+            late.emplace_back(id, !st->answered);
+        else
+            next = std::min(next, limit);
+    }
+    for (auto [id, arriving] : late) {
+        stream* st = find(id);
+        if (arriving)
+            answer(*st, http::status::request_timeout);
+        else
+            nghttp2_submit_rst_stream(s_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    }
+    if (streams_.empty() && producing_ == 0) {
+        const std::int64_t idle = idle_since_ + ns(cfg.idle_timeout);
+        if (idle <= now) {
+            going_away_ = true;
+            nghttp2_submit_goaway(s_, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(s_), NGHTTP2_NO_ERROR,
+                                  nullptr, 0);
+        } else {
+            next = std::min(next, idle);
+        }
+    }
+    return next;
+}
+
+}  // namespace smarm::http::internal

@@ -1,0 +1,129 @@
+#pragma once
+// One HTTP/2 connection's protocol state (RFC 9113, through libnghttp2):
+// the nghttp2 server session, the streams, and the stream actors. The
+// socket loop around it is h2_connection.hpp (a template over the stream,
+// so the fuzzer drives it from memory); this part is the same for every
+// stream type and keeps nghttp2 out of the headers.
+//
+// Ownership: the connection actor owns the session, the socket and every
+// stream record; nghttp2 is only ever called from that actor. Each
+// request, once whole, runs in a stream actor of its own (run_handler, as
+// HTTP/1.1 runs it in the connection actor), so a slow handler delays no
+// other stream. Why an actor per stream, not a pool: a handler may park
+// for as long as it likes (a registry call, a sleep, a database); a pool
+// bounded below max_concurrent_streams would make one stream wait for
+// another's, and an actor costs one spawn (~1 us here) that the pool would
+// save only while it has idle workers.
+//
+// Protocol between a stream actor and its connection (h2_event over one
+// channel, FIFO per sender): `head` (the response; for a file or chunked
+// body with the sender of the actor's credit channel), then for streamed
+// bodies `piece`s and an `end`. A streamed body is paced by credit: after
+// each piece the actor waits on its credit channel, and the connection
+// grants one credit when it has handed that piece to nghttp2 whole, so a
+// connection holds at most one piece per stream however slowly the peer
+// reads (flow control decides when nghttp2 takes bytes). The actor learns
+// the stream is gone when its credit channel closes (the connection drops
+// the sender when the stream closes), and a handler still running when its
+// stream is reset is stopped (smarm::request_stop). Stream actors are not
+// joined: they hold conn_ctx::owner, so the server's shared state outlives
+// them, and an event for a stream already closed is dropped.
+//
+// No observation point inside nghttp2: receive() and output() run their
+// callbacks under smarm::no_preempt, so smarm::stopped never unwinds
+// through nghttp2's C frames (the callbacks spawn and send, both
+// observation points); every callback catches what it may throw and fails
+// the session instead.
+
+#include <smarm/channel.hpp>
+#include <smarm/http/message.hpp>
+#include <smarm/runtime.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+// Included at the end of connection.hpp (it needs conn_ctx and
+// profile_hooks from there): include connection.hpp, not this.
+
+struct nghttp2_session;
+
+namespace smarm::http::internal {
+
+/// What a stream actor sends its connection (see the header comment).
+struct h2_event {
+    enum class kind : std::uint8_t { head, piece, end };
+    kind what = kind::head;
+    std::int32_t stream = 0;
+    /// head: the response (its body for text; streamed bodies follow).
+    std::optional<response> res;
+    /// head of a streamed body: its Content-Length if known (a file's).
+    std::optional<std::uint64_t> length;
+    /// head of a streamed body: where credits go (see the header comment).
+    smarm::sender<char> credit;
+    bool streamed = false;                       ///< head: pieces and an end follow
+    std::string route;                           ///< head: the pattern, for on_request
+    const profile_hooks::route* hook = nullptr;  ///< head: the route's causal hooks
+    std::string data;                            ///< piece: the bytes
+    bool failed = false;                         ///< end: the body failed midway
+};
+
+class h2_session {
+  public:
+    explicit h2_session(conn_ctx& c);
+    ~h2_session();
+    h2_session(const h2_session&) = delete;
+    h2_session& operator=(const h2_session&) = delete;
+
+    /// Feeds bytes read from the peer; false when the session failed (a
+    /// GOAWAY may wait in output()).
+    bool receive(std::string_view bytes);
+    /// Appends what the session has to send, up to about `limit` bytes;
+    /// false when the session failed.
+    bool output(std::string& out, std::size_t limit);
+    /// Neither side has anything left: the connection may close.
+    bool done() const;
+    /// Applies one event from a stream actor.
+    void deliver(h2_event&& ev);
+    /// Where stream actors send (the connection selects on it).
+    const smarm::receiver<h2_event>& events() const noexcept { return rx_; }
+    /// The peer closed its side: no more input; handlers still running
+    /// may finish and their responses be written.
+    void peer_closed() noexcept { peer_open_ = false; }
+    /// Handlers (stream actors) still producing.
+    std::size_t producing() const noexcept { return producing_; }
+    /// Graceful drain: GOAWAY with the last stream id; open streams finish.
+    void go_away();
+    /// Applies the time limits at `now` (steady ns): resets a stream whose
+    /// request did not arrive whole within body_timeout (408) or whose
+    /// response made no progress for write_timeout, and says goodbye after
+    /// idle_timeout without a stream. Returns the next time it must run.
+    std::int64_t expire(std::int64_t now);
+
+  private:
+    struct stream;
+    struct callbacks;
+    stream* find(std::int32_t id);
+    void dispatch(stream& st);
+    void answer(stream& st, http::status s);
+    void submit(stream& st, response& res, std::optional<std::uint64_t> length);
+    void closed(std::int32_t id, std::uint32_t code);
+    void granted(stream& st);
+
+    conn_ctx& c_;
+    nghttp2_session* s_ = nullptr;
+    smarm::sender<h2_event> tx_;
+    smarm::receiver<h2_event> rx_;
+    std::unordered_map<std::int32_t, std::unique_ptr<stream>> streams_;
+    std::uint64_t seq_ = 0;
+    std::size_t producing_ = 0;
+    std::int64_t idle_since_ = 0;  ///< steady ns when the last stream closed
+    bool peer_open_ = true;
+    bool failed_ = false;
+    bool going_away_ = false;
+};
+
+}  // namespace smarm::http::internal

@@ -43,6 +43,7 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
     if (c.sh.draining.load(std::memory_order_seq_cst)) h.go_away();
     bool alive = early.empty() || h.receive(early);
     bool reading = true;
+    bool more = false;  // the last read filled the buffer
     std::string out;
     std::vector<char> in(16 * 1024);
     for (;;) {
@@ -64,7 +65,7 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
             continue;
         }
         smarm::detail::select_source* readable = reading ? traits::readable(s) : nullptr;
-        if (!reading || (readable != nullptr && !traits::buffered(s))) {
+        if (!reading || (readable != nullptr && !more && !traits::buffered(s))) {
             std::array<select_arm, 3> arms{select_arm(h.events()), select_arm(h.events()),
                                            select_arm(h.events())};
             std::size_t n = 1, socket_arm = 3, notice_arm = 3;
@@ -89,6 +90,9 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
         s.set_deadline(deadline_in(cfg.header_timeout));
         error_code ec;
         const std::size_t got = traits::read_now(s, in.data(), in.size(), ec);
+        // A full buffer may have left bytes behind, and the socket's arm
+        // only says when more arrive: read again before waiting.
+        more = !ec && got == in.size();
         if (ec == boost::asio::error::would_block) continue;
         if (ec) {
             reading = false;  // the peer is gone or closed its side

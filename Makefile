@@ -23,7 +23,7 @@ APT_PACKAGES   := cmake g++ make libboost-context1.81-dev libboost1.81-dev libgt
 # python3-h2 (the HTTP/2 conformance client) and nghttp2-client (nghttp,
 # h2load: HTTP/2 interop and the benchmark).
 TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql python3-websockets \
-                  python3-h2 nghttp2-client
+                  python3-h2 nghttp2-client openssl
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql \
                   node-ws golang-golang-x-net-dev

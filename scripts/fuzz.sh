@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds a libFuzzer target with clang (preset 'fuzz', build/fuzz) and runs
 # it for a bounded time over a scratch copy of its seed corpus.
-# Usage: scripts/fuzz.sh [seconds] [http|ws] (default 60 http)
+# Usage: scripts/fuzz.sh [seconds] [http|ws|h2] (default 60 http)
 #   http: the HTTP request path (smarm-http-fuzz, tests/fuzz/corpus)
 #   ws:   the WebSocket frame path (smarm-ws-fuzz, tests/fuzz/ws_corpus)
+#   h2:   the HTTP/2 path (smarm-h2-fuzz, tests/fuzz/h2_corpus)
 # Exit status: non-zero when the build fails or the fuzzer finds a crash
 # (the reproducer is left in build/fuzz/artifacts/).
 set -euo pipefail
@@ -13,7 +14,8 @@ which="${2:-http}"
 case "$which" in
   http) target=smarm-http-fuzz seeds=tests/fuzz/corpus ;;
   ws) target=smarm-ws-fuzz seeds=tests/fuzz/ws_corpus ;;
-  *) echo "fuzz.sh: unknown target \"$which\" (http or ws)" >&2; exit 2 ;;
+  h2) target=smarm-h2-fuzz seeds=tests/fuzz/h2_corpus ;;
+  *) echo "fuzz.sh: unknown target \"$which\" (http, ws or h2)" >&2; exit 2 ;;
 esac
 jobs="$(nproc)"
 cmake --preset fuzz >/dev/null

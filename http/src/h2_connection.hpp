@@ -47,6 +47,11 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
     std::string out;
     std::vector<char> in(16 * 1024);
     for (;;) {
+        // Every event already queued first: the responses of streams that
+        // finished together go out in one write (delivering one and writing
+        // it cost a send per response).
+        while (auto ev = h.events().try_recv())
+            h.deliver(std::move(*ev.value));
         // The time limits (they may queue frames), then everything the
         // session has to say, before waiting.
         const std::int64_t next = h.expire(coarse_now().time_since_epoch().count());
@@ -59,11 +64,6 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
             if (!ok) return;
         }
         if (!alive || h.done() || (!reading && h.producing() == 0)) return;
-        // Events already queued need no wait.
-        if (auto ev = h.events().try_recv()) {
-            h.deliver(std::move(*ev.value));
-            continue;
-        }
         smarm::detail::select_source* readable = reading ? traits::readable(s) : nullptr;
         if (!reading || (readable != nullptr && !more && !traits::buffered(s))) {
             std::array<select_arm, 3> arms{select_arm(h.events()), select_arm(h.events()),

@@ -186,14 +186,13 @@ struct h2_session::callbacks {
     static int begin_headers(nghttp2_session*, const nghttp2_frame* f, void* user) try {
         if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
         h2_session& h = self(user);
-        auto st = std::make_unique<stream>();
-        st->id = f->hd.stream_id;
+        stream* st = h.open(f->hd.stream_id);
         st->opened = now_ns();
+        h.limit_at(st->opened + ns(h.c_.sh.cfg.body_timeout));
         shared& sh = h.c_.sh;
         if (sh.access || sh.cfg.on_request) st->t0 = clock::now();
         if (sh.causal) sh.causal->arrive->hit();
         request_access::version(st->req) = 20;
-        h.streams_[st->id] = std::move(st);
         return 0;
     } catch (...) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -368,14 +367,32 @@ h2_session::h2_session(conn_ctx& c) : c_(c) {
 }
 
 h2_session::~h2_session() {
-    for (auto& [id, st] : streams_)
+    for (auto& st : streams_)
         if (st->actor.valid()) smarm::request_stop(st->actor);
     nghttp2_session_del(s_);
 }
 
+// At most max_concurrent_streams are open, and the callbacks ask for the
+// same stream many times in a row: the last one found, then a scan (a hash
+// map's node per stream and its lookups were ~3% of a request's CPU).
 h2_session::stream* h2_session::find(std::int32_t id) {
-    auto it = streams_.find(id);
-    return it == streams_.end() ? nullptr : it->second.get();
+    if (last_ != nullptr && last_->id == id) return last_;
+    for (auto& st : streams_)
+        if (st->id == id) return last_ = st.get();
+    return nullptr;
+}
+
+h2_session::stream* h2_session::open(std::int32_t id) {
+    std::unique_ptr<stream> st;
+    if (spare_.empty()) {
+        st = std::make_unique<stream>();
+    } else {
+        st = std::move(spare_.back());
+        spare_.pop_back();
+    }
+    st->id = id;
+    streams_.push_back(std::move(st));
+    return last_ = streams_.back().get();
 }
 
 bool h2_session::receive(std::string_view bytes) {
@@ -450,6 +467,7 @@ void h2_session::submit(stream& st, response& res, std::optional<std::uint64_t> 
     st.answered = true;
     st.status = static_cast<unsigned>(res.status());
     st.progress = now_ns();
+    limit_at(st.progress + ns(c_.sh.cfg.write_timeout));
     const server_config& cfg = c_.sh.cfg;
     const bool no_body = st.status < 200 || st.status == 204 || st.status == 304;
     st.streamed = res.kind() != response::body_kind::text && !st.head_only && !no_body;
@@ -457,39 +475,49 @@ void h2_session::submit(stream& st, response& res, std::optional<std::uint64_t> 
         length = res.body().size();
         st.body = std::move(res.body());
     }
-    // Field storage first: nghttp2 copies the pairs when it takes them.
-    std::vector<std::string> text;
-    text.reserve(8 + res.headers().size() * 2);
-    auto add = [&](std::string name, std::string value) {
-        text.push_back(std::move(name));
-        text.push_back(std::move(value));
+    // nghttp2 copies the fields when it takes them; the managed ones are
+    // built on the stack (a string per field was ~1% of a request's CPU).
+    char status[12], length_text[24], date[32];
+    const char* status_end = std::to_chars(status, status + sizeof status, st.status).ptr;
+    const char* date_end = write_date(date);
+    // Up to 16 fields on the stack; a vector only for a response with more.
+    nghttp2_nv fixed[16];
+    std::vector<nghttp2_nv> spill;
+    const std::size_t fields = 5 + res.headers().size();
+    if (fields > std::size(fixed)) spill.resize(fields);
+    nghttp2_nv* nv = fields > std::size(fixed) ? spill.data() : fixed;
+    std::size_t nfields = 0;
+    auto add = [&](std::string_view name, std::string_view value) {
+        nv[nfields++] = {
+            const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(name.data())),
+            const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(value.data())),
+            name.size(), value.size(), NGHTTP2_NV_FLAG_NONE};
     };
-    add(":status", std::to_string(st.status));
+    add(":status", std::string_view(status, static_cast<std::size_t>(status_end - status)));
     if (!cfg.server_name.empty()) add("server", cfg.server_name);
-    std::string date;
-    append_date(date);
-    add("date", std::move(date));
+    add("date", std::string_view(date, static_cast<std::size_t>(date_end - date)));
     if (!no_body) {
         add("content-type", res.content_type());
-        if (length) add("content-length", std::to_string(*length));
+        if (length) {
+            auto r = std::to_chars(length_text, length_text + sizeof length_text, *length);
+            add("content-length", std::string_view(length_text, r.ptr));
+        }
     }
+    // A handler's names may have capitals (HTTP/2 wants them lower case).
+    std::vector<std::string> lowered;
+    lowered.reserve(res.headers().size());
     for (const http::header& hd : res.headers()) {
         std::string name = hd.name;
         std::transform(name.begin(), name.end(), name.begin(),
                        [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
         if (connection_specific(name)) continue;
-        add(std::move(name), hd.value);
+        lowered.push_back(std::move(name));
+        add(lowered.back(), hd.value);
     }
-    std::vector<nghttp2_nv> nv;
-    nv.reserve(text.size() / 2);
-    for (std::size_t i = 0; i < text.size(); i += 2)
-        nv.push_back({reinterpret_cast<std::uint8_t*>(text[i].data()),
-                      reinterpret_cast<std::uint8_t*>(text[i + 1].data()), text[i].size(),
-                      text[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
     nghttp2_data_provider body{};
     body.read_callback = callbacks::read_body;
     const bool has_body = !st.head_only && !no_body && (st.streamed || !st.body.empty());
-    nghttp2_submit_response(s_, st.id, nv.data(), nv.size(), has_body ? &body : nullptr);
+    nghttp2_submit_response(s_, st.id, nv, nfields, has_body ? &body : nullptr);
 }
 
 void h2_session::granted(stream& st) {
@@ -523,6 +551,7 @@ void h2_session::deliver(h2_event&& ev) {
             st->sent = 0;
             st->credit_owed = true;
             st->progress = now_ns();
+            limit_at(st->progress + ns(c_.sh.cfg.write_timeout));
             nghttp2_session_resume_data(s_, st->id);
             break;
         case h2_event::kind::end:
@@ -537,11 +566,27 @@ void h2_session::deliver(h2_event&& ev) {
 }
 
 void h2_session::closed(std::int32_t id, std::uint32_t code) {
-    auto it = streams_.find(id);
+    auto it = std::find_if(streams_.begin(), streams_.end(),
+                           [id](const std::unique_ptr<stream>& x) { return x->id == id; });
     if (it == streams_.end()) return;
-    std::unique_ptr<stream> st = std::move(it->second);
-    streams_.erase(it);
-    if (streams_.empty()) idle_since_ = now_ns();
+    std::unique_ptr<stream> st = std::move(*it);
+    *it = std::move(streams_.back());
+    streams_.pop_back();
+    if (last_ == st.get()) last_ = nullptr;
+    // Kept for the next stream, a few (a record is ~500 bytes).
+    struct recycle {
+        std::vector<std::unique_ptr<stream>>& spare;
+        std::unique_ptr<stream>& st;
+        ~recycle() {
+            if (spare.size() >= 16) return;
+            *st = stream{};
+            spare.push_back(std::move(st));
+        }
+    } const keep{spare_, st};
+    if (streams_.empty()) {
+        idle_since_ = now_ns();
+        limit_at(idle_since_ + ns(c_.sh.cfg.idle_timeout));
+    }
     shared& sh = c_.sh;
     if (st->actor.valid()) smarm::request_stop(st->actor);  // reset while its handler ran
     if (sh.causal) sh.causal->depart->hit();
@@ -562,11 +607,15 @@ void h2_session::closed(std::int32_t id, std::uint32_t code) {
 }
 
 std::int64_t h2_session::expire(std::int64_t now) {
+    // next_ is never later than the earliest limit (every new limit lowers
+    // it), so before it nothing can be due and the streams are not walked.
+    if (now < next_) return next_;
     const server_config& cfg = c_.sh.cfg;
     std::int64_t next = std::numeric_limits<std::int64_t>::max();
     smarm::no_preempt in_nghttp2;
     std::vector<std::pair<std::int32_t, bool>> late;  // (stream, request still arriving)
-    for (auto& [id, st] : streams_) {
+    for (auto& st : streams_) {
+        const std::int32_t id = st->id;
         std::int64_t limit = std::numeric_limits<std::int64_t>::max();
         if (!st->remote_done && !st->answered)
             limit = st->opened + ns(cfg.body_timeout);
@@ -595,7 +644,11 @@ std::int64_t h2_session::expire(std::int64_t now) {
             next = std::min(next, idle);
         }
     }
-    return next;
+    return next_ = next;
+}
+
+void h2_session::limit_at(std::int64_t t) noexcept {
+    next_ = std::min(next_, t);
 }
 
 }  // namespace smarm::http::internal

@@ -44,7 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 // Included at the end of connection.hpp (it needs conn_ctx and
 // profile_hooks from there): include connection.hpp, not this.
@@ -107,20 +107,27 @@ class h2_session {
     struct stream;
     struct callbacks;
     stream* find(std::int32_t id);
+    stream* open(std::int32_t id);
     void dispatch(stream& st);
     void answer(stream& st, http::status s);
     void submit(stream& st, response& res, std::optional<std::uint64_t> length);
     void closed(std::int32_t id, std::uint32_t code);
     void granted(stream& st);
+    /// A new time limit at `t` (steady ns): expire() runs by then.
+    void limit_at(std::int64_t t) noexcept;
 
     conn_ctx& c_;
     nghttp2_session* s_ = nullptr;
     smarm::sender<h2_event> tx_;
     smarm::receiver<h2_event> rx_;
-    std::unordered_map<std::int32_t, std::unique_ptr<stream>> streams_;
+    std::vector<std::unique_ptr<stream>> streams_;  ///< open ones, unordered
+    std::vector<std::unique_ptr<stream>> spare_;    ///< closed ones, for reuse
+    stream* last_ = nullptr;                        ///< the last found
     std::uint64_t seq_ = 0;
     std::size_t producing_ = 0;
     std::int64_t idle_since_ = 0;  ///< steady ns when the last stream closed
+    /// Not later than the earliest time limit (expire() walks at it).
+    std::int64_t next_ = 0;
     bool peer_open_ = true;
     bool failed_ = false;
     bool going_away_ = false;

@@ -153,9 +153,8 @@ void append_simple(std::string& out, const server_config& cfg, http::status s, b
     out += r.body();
 }
 
-void append_date(std::string& out) {
-    char d[32];
-    out.append(d, put_date(d));
+char* write_date(char* p) {
+    return put_date(p);
 }
 
 void append_chunk_size(std::string& out, std::size_t n) {

@@ -28,8 +28,9 @@ void append_head(std::string& out, const server_config& cfg, const response& r, 
 /// A complete short response with a text body ("413 Payload Too Large\n").
 void append_simple(std::string& out, const server_config& cfg, http::status s, bool keep_alive,
                    unsigned request_version);
-/// Appends the current Date value (29 characters, from the cache).
-void append_date(std::string& out);
+/// Writes the current Date value (29 characters, from the cache) at `p`;
+/// returns its end.
+char* write_date(char* p);
 /// A chunk-size line ("1a\r\n").
 void append_chunk_size(std::string& out, std::size_t n);
 

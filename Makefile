@@ -26,7 +26,7 @@ TEST_PACKAGES  := chromium chromium-driver python3-selenium curl postgresql pyth
                   python3-h2 nghttp2-client openssl
 # Only `make bench` / `make compare` need the peers and strace.
 BENCH_PACKAGES := golang-go strace nginx-light wrk golang-github-jackc-pgx-v4-dev postgresql \
-                  node-ws golang-golang-x-net-dev
+                  node-ws golang-golang-x-net-dev h2o nghttp2-client
 # Only the image targets need these (podman runs without a daemon here;
 # prometheus scrapes the running image as compose's Prometheus would).
 IMAGE_PACKAGES := podman buildah mmdebstrap uidmap runc prometheus

@@ -2,7 +2,8 @@
 """smarm-server's HTTP/2 end to end, one ctest per case:
 
   curl      curl --http2-prior-knowledge: GET, a 1 MiB POST echoed, 404,
-            HTTP/1.1 on the same port still served
+            HTTP/1.1 on the same port still served, a registry-routed
+            route (kv PUT then GET)
   nghttp    nghttp (nghttp2-client): 20 concurrent streams, a 5 MB body
             through flow control, a streamed (chunked) body
   tls       ALPN both ways: curl --http2 gets h2, --http1.1 gets
@@ -144,6 +145,13 @@ def curl(binary, config):
         r = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
                  base + "/plaintext"])
         rel.check(r.stdout.decode() == "1.1 200", f"HTTP/1.1 alongside: {r.stdout!r}")
+        # A registry-routed route (the kv gen_server) as on HTTP/1.1.
+        r = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
+                 "--http2-prior-knowledge", "-X", "PUT", "--data-binary", "over h2",
+                 base + "/kv/h2key"])
+        rel.check(r.stdout.decode() in ("2 200", "2 201", "2 204"), f"kv PUT: {r.stdout!r}")
+        r = run(["curl", "-sS", "--http2-prior-knowledge", base + "/kv/h2key"])
+        rel.check(r.stdout == b"over h2", f"kv GET: {r.stdout!r}")
     finally:
         srv.stop()
 

@@ -163,6 +163,7 @@ struct h2_session::stream {
     bool dispatched = false;       ///< handed to a stream actor
     bool answered = false;         ///< a response was submitted
     bool head_only = false;
+    bool reset_sent = false;  ///< we reset it (its peer's late frames are fine)
     smarm::pid actor;  ///< while its handler runs
     std::int64_t opened = 0;
     clock::time_point t0{};  ///< for the access log and on_request
@@ -283,6 +284,20 @@ struct h2_session::callbacks {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
 
+    // With RFC 7540's priorities off, nghttp2 skips PRIORITY frames unread
+    // and forgets closed streams; two checks of RFC 9113 come back here,
+    // on the frame's header: PRIORITY on stream 0 (6.3) and DATA or
+    // HEADERS on a stream both sides ended (5.1, "closed").
+    static int begin_frame(nghttp2_session* s, const nghttp2_frame_hd* hd, void* user) {
+        h2_session& h = self(user);
+        if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0)
+            nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
+        else if ((hd->type == NGHTTP2_DATA || hd->type == NGHTTP2_HEADERS) &&
+                 h.ended_recently(hd->stream_id))
+            nghttp2_session_terminate_session(s, NGHTTP2_STREAM_CLOSED);
+        return 0;
+    }
+
     static int frame_send(nghttp2_session* s, const nghttp2_frame* f, void* user) try {
         // A response sent whole before its request was (an early 413/431/
         // 408): the rest of the request is not wanted (§8.1).
@@ -290,8 +305,10 @@ struct h2_session::callbacks {
             (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
             return 0;
         stream* st = self(user).find(f->hd.stream_id);
-        if (st != nullptr && !st->remote_done)
+        if (st != nullptr && !st->remote_done) {
+            st->reset_sent = true;
             nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+        }
         return 0;
     } catch (...) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -341,6 +358,7 @@ h2_session::h2_session(conn_ctx& c) : c_(c) {
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, callbacks::frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, callbacks::data_chunk);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, callbacks::frame_send);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, callbacks::begin_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, callbacks::stream_close);
     // The hardening is nghttp2's, on by default in this build and set here
     // so it does not depend on the library's defaults: RST_STREAM rate
@@ -362,6 +380,9 @@ h2_session::h2_session(conn_ctx& c) : c_(c) {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c.sh.cfg.http2.max_concurrent_streams},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, header_list},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        // RFC 9113 deprecates RFC 7540's priority tree; without it nghttp2
+        // schedules streams round robin (the tree cost it per stream).
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     nghttp2_submit_settings(s_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
 }
@@ -557,9 +578,10 @@ void h2_session::deliver(h2_event&& ev) {
         case h2_event::kind::end:
             st->actor = smarm::pid{};
             st->ended = true;
-            if (ev.failed)
+            if (ev.failed) {
+                st->reset_sent = true;
                 nghttp2_submit_rst_stream(s_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-            else
+            } else
                 nghttp2_session_resume_data(s_, st->id);
             break;
     }
@@ -573,6 +595,12 @@ void h2_session::closed(std::int32_t id, std::uint32_t code) {
     *it = std::move(streams_.back());
     streams_.pop_back();
     if (last_ == st.get()) last_ = nullptr;
+    // Both sides ended it (not a reset, not an early answer whose request
+    // was cut): a frame on it now is the peer's error (begin_frame).
+    if (code == NGHTTP2_NO_ERROR && st->remote_done && !st->reset_sent) {
+        ended_[ended_next_] = id;
+        ended_next_ = (ended_next_ + 1) % ended_.size();
+    }
     // Kept for the next stream, a few (a record is ~500 bytes).
     struct recycle {
         std::vector<std::unique_ptr<stream>>& spare;
@@ -597,7 +625,6 @@ void h2_session::closed(std::int32_t id, std::uint32_t code) {
         if (st->hook != nullptr) st->hook->done->hit();
     }
     // A response cut by a reset still logs, with the bytes that went.
-    (void)code;
     if (sh.access)
         log_access(*sh.access, c_.peer, st->method, st->target, st->status, st->bytes,
                    clock::now() - st->t0, st->rid);
@@ -628,6 +655,7 @@ std::int64_t h2_session::expire(std::int64_t now) {
     }
     for (auto [id, arriving] : late) {
         stream* st = find(id);
+        st->reset_sent = true;
         if (arriving)
             answer(*st, http::status::request_timeout);
         else
@@ -649,6 +677,10 @@ std::int64_t h2_session::expire(std::int64_t now) {
 
 void h2_session::limit_at(std::int64_t t) noexcept {
     next_ = std::min(next_, t);
+}
+
+bool h2_session::ended_recently(std::int32_t id) const noexcept {
+    return id != 0 && std::find(ended_.begin(), ended_.end(), id) != ended_.end();
 }
 
 }  // namespace smarm::http::internal

@@ -39,6 +39,7 @@
 #include <smarm/http/message.hpp>
 #include <smarm/runtime.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -115,6 +116,8 @@ class h2_session {
     void granted(stream& st);
     /// A new time limit at `t` (steady ns): expire() runs by then.
     void limit_at(std::int64_t t) noexcept;
+    /// Whether stream `id` is one of the last ones both sides ended.
+    bool ended_recently(std::int32_t id) const noexcept;
 
     conn_ctx& c_;
     nghttp2_session* s_ = nullptr;
@@ -123,6 +126,8 @@ class h2_session {
     std::vector<std::unique_ptr<stream>> streams_;  ///< open ones, unordered
     std::vector<std::unique_ptr<stream>> spare_;    ///< closed ones, for reuse
     stream* last_ = nullptr;                        ///< the last found
+    std::array<std::int32_t, 16> ended_{};          ///< streams both sides ended, the last 16
+    std::size_t ended_next_ = 0;
     std::uint64_t seq_ = 0;
     std::size_t producing_ = 0;
     std::int64_t idle_since_ = 0;  ///< steady ns when the last stream closed

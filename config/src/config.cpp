@@ -301,7 +301,8 @@ const std::vector<key_def>& table() {
         bool_key("http.test_routes",
                  "GET /test/throw throws; GET /test/causal runs a known bottleneck "
                  "(sites test.slow, test.fast); GET /test/sleep, POST /test/echo, GET "
-                 "/test/bytes, GET /test/chunks; POST /test/stop/{kv,worker,http} on the "
+                 "/test/bytes, GET /test/chunks, GET /test/file; POST /test/stop/{kv,worker,http} "
+                 "on the "
                  "admin listener stops that actor (for failure tests only; keep off)",
                  [](settings& s) -> bool& { return s.http.test_routes; }),
         bool_key("http2.enabled",

@@ -105,6 +105,17 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
     if (span) trace::span_end(static_cast<unsigned>(res.status()), res.body().size());
     if (res.kind() == response::body_kind::websocket)  // RFC 8441 is not offered
         res = response(http::status::not_implemented, "WebSocket over HTTP/2 is not offered\n");
+    if (head_only && res.kind() == response::body_kind::file) {
+        // HEAD: the file's length (or its 404/403), as GET would answer.
+        const std::string path = res.file_path();
+        file_open_result f = smarm::block_on_io([path] { return open_file(path); });
+        if (f.fd < 0) {
+            res = response(f.err, std::string(boost::beast::http::obsolete_reason(f.err)) + "\n");
+        } else {
+            head.length = f.size;
+            close_file(f.fd);
+        }
+    }
     if (res.kind() == response::body_kind::text || head_only) {
         head.res = std::move(res);
         fin.told = true;

@@ -155,9 +155,13 @@ std::uint64_t count_param(const http::request& q, std::string_view name, std::ui
 }
 
 /// The transfer test routes (http.test_routes): a slow handler, an echo,
-/// a large body and a streamed one, for the protocol tests (HTTP/2 flow
-/// control, stream concurrency).
-void add_transfer_test_routes(http::router& r) {
+/// a large body, a streamed one and a file, for the protocol tests (HTTP/2
+/// flow control, stream concurrency).
+void add_transfer_test_routes(http::router& r, const std::string& config_file) {
+    if (!config_file.empty())  // a file body: the server's own config file
+        r.get("/test/file", [config_file](http::request&) {
+            return http::response::file(config_file, "text/yaml");
+        });
     r.get("/test/sleep", [](http::request& q) {
         smarm::sleep(std::chrono::milliseconds(count_param(q, "ms", 60'000)));
         return http::response(http::status::ok, "slept\n");
@@ -313,7 +317,7 @@ struct application::state : std::enable_shared_from_this<application::state> {
                     SMARM_PROGRESS("test.causal");
                     return http::response(http::status::ok, "ok\n");
                 });
-                add_transfer_test_routes(r);
+                add_transfer_test_routes(r, s.source);
             }
             r.get("/plaintext", [](http::request&) {
                 return http::response(http::status::ok, "Hello, World!", "text/plain");

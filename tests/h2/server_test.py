@@ -2,8 +2,8 @@
 """smarm-server's HTTP/2 end to end, one ctest per case:
 
   curl      curl --http2-prior-knowledge: GET, a 1 MiB POST echoed, 404,
-            HTTP/1.1 on the same port still served, a registry-routed
-            route (kv PUT then GET)
+            HTTP/1.1 on the same port still served, a file and HEAD on
+            it, a registry-routed route (kv PUT then GET)
   nghttp    nghttp (nghttp2-client): 20 concurrent streams, a 5 MB body
             through flow control, a streamed (chunked) body
   tls       ALPN both ways: curl --http2 gets h2, --http1.1 gets
@@ -145,6 +145,12 @@ def curl(binary, config):
         r = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
                  base + "/plaintext"])
         rel.check(r.stdout.decode() == "1.1 200", f"HTTP/1.1 alongside: {r.stdout!r}")
+        # A file body, and HEAD on it: the file's length, no body.
+        r = run(["curl", "-sS", "--http2-prior-knowledge", base + "/test/file"])
+        rel.check(r.stdout == open(config, "rb").read(), f"file body: {len(r.stdout)} bytes")
+        r = run(["curl", "-sS", "-I", "--http2-prior-knowledge", base + "/test/file"])
+        rel.check(f"content-length: {os.path.getsize(config)}\r\n" in r.stdout.decode(),
+                  f"HEAD on a file: {r.stdout!r}")
         # A registry-routed route (the kv gen_server) as on HTTP/1.1.
         r = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
                  "--http2-prior-knowledge", "-X", "PUT", "--data-binary", "over h2",

@@ -25,3 +25,20 @@ def wait_port(port, timeout=15.0):
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def h2o_docroot(tmp):
+    """Makes tmp/h2o/www/plaintext ("Hello, World!") for h2o's static file
+    handler and returns tmp/h2o. h2o started as root serves as nobody, so
+    the file must be readable through every directory above it (mkdtemp
+    makes tmp 0700)."""
+    rundir = os.path.join(tmp, "h2o")
+    www = os.path.join(rundir, "www")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "plaintext"), "w") as f:
+        f.write("Hello, World!")
+    for d in (tmp, rundir, www):
+        os.chmod(d, 0o755)
+    os.chmod(os.path.join(www, "plaintext"), 0o644)
+    return rundir
+

@@ -65,7 +65,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "http"))
-from peerlib import ROOT, wait_port  # noqa: E402
+from peerlib import ROOT, h2o_docroot, wait_port  # noqa: E402
 from compare_http import (cpu_seconds, start_syscall_count, stop_syscall_count,  # noqa: E402
                           stop_servers)
 
@@ -126,14 +126,7 @@ def start_servers(build, tmp, names, smarm_config, smarm_args, notes, procs):
         if not shutil.which("h2o"):
             note("h2o not found (apt-get install h2o): h2o skipped")
         else:
-            rundir = os.path.join(tmp, "h2o")
-            os.makedirs(os.path.join(rundir, "www"), exist_ok=True)
-            open(os.path.join(rundir, "www", "plaintext"), "w").write("Hello, World!")
-            # h2o started as root serves as nobody: the file must be readable
-            # through every directory above it (mkdtemp makes tmp 0700).
-            for d in (tmp, rundir, os.path.join(rundir, "www")):
-                os.chmod(d, 0o755)
-            os.chmod(os.path.join(rundir, "www", "plaintext"), 0o644)
+            rundir = h2o_docroot(tmp)
             version = subprocess.run(["h2o", "--version"], capture_output=True, text=True).stdout
             conf = open(os.path.join(HERE, "h2o.conf.tmpl")).read()
             post_path = "/post/plaintext"

@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from peerlib import ROOT, go_build, wait_port  # noqa: E402
+from peerlib import ROOT, go_build, h2o_docroot, wait_port  # noqa: E402
 
 LOADS = {
     "ka_t1_c64": ["-t1", "-c64"],
@@ -76,14 +76,7 @@ def start_servers(build, tmp):
             servers[name] = (subprocess.Popen(["nginx", "-c", path, "-p", rundir],
                                               stderr=subprocess.DEVNULL), port)
     if shutil.which("h2o"):
-        rundir = os.path.join(tmp, "h2o")
-        os.makedirs(os.path.join(rundir, "www"), exist_ok=True)
-        open(os.path.join(rundir, "www", "plaintext"), "w").write("Hello, World!")
-        # h2o started as root serves as nobody: the file must be readable
-        # through every directory above it (mkdtemp makes tmp 0700).
-        for d in (tmp, rundir, os.path.join(rundir, "www")):
-            os.chmod(d, 0o755)
-        os.chmod(os.path.join(rundir, "www", "plaintext"), 0o644)
+        rundir = h2o_docroot(tmp)
         path = os.path.join(rundir, "h2o.conf")
         open(path, "w").write(
             f"listen:\n  host: 127.0.0.1\n  port: 18097\n"

@@ -175,6 +175,8 @@ struct h2_session::stream {
     bool answered = false;         ///< a response was submitted
     bool head_only = false;
     bool reset_sent = false;  ///< we reset it (its peer's late frames are fine)
+    std::size_t buffered = 0;    ///< request body bytes held (in h2_session::buffered_)
+    std::size_t unconsumed = 0;  ///< received but not yet given back to its window
     smarm::pid actor;  ///< while its handler runs
     std::int64_t opened = 0;
     clock::time_point t0{};  ///< for the access log and on_request
@@ -272,24 +274,39 @@ struct h2_session::callbacks {
         if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
             st->remote_done = true;
             if (!st->answered) h.dispatch(*st);
+            h.refill();  // another stream may be the oldest arriving now
         }
         return 0;
     } catch (...) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
 
-    static int data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
-                          std::size_t len, void* user) try {
+    static int data_chunk(nghttp2_session* s, std::uint8_t, std::int32_t id,
+                          const std::uint8_t* data, std::size_t len, void* user) try {
         h2_session& h = self(user);
+        // The connection's window always reopens; a stream's only while the
+        // connection's buffered bodies are within budget (header comment).
+        nghttp2_session_consume_connection(s, len);
         stream* st = h.find(id);
-        if (st == nullptr || st->answered) return 0;
+        if (st == nullptr || st->answered) {
+            nghttp2_session_consume_stream(s, id, len);  // dropped: not buffered
+            return 0;
+        }
         std::string& body = st->req.body();
         if (body.size() + len > h.c_.sh.cfg.body_limit) {
             std::string().swap(body);
+            nghttp2_session_consume_stream(s, id, len);
+            h.unbuffer(*st);
             h.answer(*st, http::status::payload_too_large);
             return 0;
         }
         body.append(reinterpret_cast<const char*>(data), len);
+        st->buffered += len;
+        h.buffered_ += len;
+        if (h.buffered_ <= h.budget_ || h.oldest_arriving() == st)
+            nghttp2_session_consume_stream(s, id, len);
+        else
+            st->unconsumed += len;
         return 0;
     } catch (...) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -358,6 +375,7 @@ h2_session::h2_session(conn_ctx& c) : c_(c) {
     tx_ = std::move(tx);
     rx_ = std::move(rx);
     idle_since_ = now_ns();
+    budget_ = std::max<std::size_t>(4 * c.sh.cfg.body_limit, 256 * 1024);
     nghttp2_session_callbacks* cb = nullptr;
     nghttp2_option* opt = nullptr;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0) {
@@ -381,6 +399,7 @@ h2_session::h2_session(conn_ctx& c) : c_(c) {
     nghttp2_option_set_max_continuations(opt, 8);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_no_auto_window_update(opt, 1);  // data_chunk consumes
     const int rv = nghttp2_session_server_new2(&s_, cb, this, opt);
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
@@ -629,6 +648,7 @@ void h2_session::closed(std::int32_t id, std::uint32_t code) {
     shared& sh = c_.sh;
     if (st->actor.valid()) smarm::request_stop(st->actor);  // reset while its handler ran
     if (sh.causal) sh.causal->depart->hit();
+    unbuffer(*st);  // answered or reset mid-upload alike: its body is gone
     if (!st->answered) return;  // reset or cut before an answer: not a request answered
     sh.requests.fetch_add(1, std::memory_order_relaxed);
     if (const profile_hooks* ch = sh.causal.get()) {
@@ -688,6 +708,39 @@ std::int64_t h2_session::expire(std::int64_t now) {
 
 void h2_session::limit_at(std::int64_t t) noexcept {
     next_ = std::min(next_, t);
+}
+
+h2_session::stream* h2_session::oldest_arriving() {
+    stream* oldest = nullptr;
+    for (auto& st : streams_)
+        if (!st->remote_done && !st->answered && (oldest == nullptr || st->id < oldest->id))
+            oldest = st.get();
+    return oldest;
+}
+
+void h2_session::unbuffer(stream& st) {
+    buffered_ -= st.buffered;
+    st.buffered = 0;
+    st.unconsumed = 0;  // a closed or answered stream's window no longer matters
+    refill();
+}
+
+void h2_session::refill() {
+    // The oldest stream still arriving always gets its window back, even
+    // what it was held to while it was not the oldest.
+    if (stream* oldest = oldest_arriving(); oldest != nullptr && oldest->unconsumed != 0) {
+        nghttp2_session_consume_stream(s_, oldest->id, oldest->unconsumed);
+        oldest->unconsumed = 0;
+    }
+    // Room again: reopen the windows held back, oldest stream first.
+    while (buffered_ < budget_) {
+        stream* next = nullptr;
+        for (auto& x : streams_)
+            if (x->unconsumed != 0 && (next == nullptr || x->id < next->id)) next = x.get();
+        if (next == nullptr) break;
+        nghttp2_session_consume_stream(s_, next->id, next->unconsumed);
+        next->unconsumed = 0;
+    }
 }
 
 bool h2_session::ended_recently(std::int32_t id) const noexcept {

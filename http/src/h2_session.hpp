@@ -29,6 +29,17 @@
 // joined: they hold conn_ctx::owner, so the server's shared state outlives
 // them, and an event for a stream already closed is dropped.
 //
+// Request bodies: a stream's body is read whole (up to body_limit) before
+// its handler runs, as on HTTP/1.1, and up to max_concurrent_streams
+// arrive at once, so the connection bounds what they hold together:
+// windows are given back by hand (no_auto_window_update). The connection's
+// window always reopens; a stream's reopens as its bytes arrive while the
+// bodies held stay within 4 x body_limit, and otherwise waits until a
+// stream closes and frees its body. The oldest stream still arriving is
+// always given its window back, so one request always completes (no
+// stall until body_timeout): a connection holds at most the budget, one
+// body_limit and a stream window per stream (64 KiB).
+//
 // No observation point inside nghttp2: receive() and output() run their
 // callbacks under smarm::no_preempt, so smarm::stopped never unwinds
 // through nghttp2's C frames (the callbacks spawn and send, both
@@ -116,6 +127,14 @@ class h2_session {
     void granted(stream& st);
     /// A new time limit at `t` (steady ns): expire() runs by then.
     void limit_at(std::int64_t t) noexcept;
+    /// The lowest-numbered stream whose request is still arriving.
+    stream* oldest_arriving();
+    /// Takes a stream's request body out of the connection's count and
+    /// reopens windows held back while over budget.
+    void unbuffer(stream& st);
+    /// Gives windows back: the oldest arriving stream's always, the others'
+    /// while the bodies held are under budget.
+    void refill();
     /// Whether stream `id` is one of the last ones both sides ended.
     bool ended_recently(std::int32_t id) const noexcept;
 
@@ -130,6 +149,8 @@ class h2_session {
     std::size_t ended_next_ = 0;
     std::uint64_t seq_ = 0;
     std::size_t producing_ = 0;
+    std::size_t buffered_ = 0;  ///< request body bytes the open streams hold
+    std::size_t budget_ = 0;    ///< 4 x body_limit (header comment)
     std::int64_t idle_since_ = 0;  ///< steady ns when the last stream closed
     /// Not later than the earliest time limit (expire() walks at it).
     std::int64_t next_ = 0;

@@ -16,6 +16,9 @@
   stall     a client that never opens its window: every stream reset
             (CANCEL) after write_timeout, the connection still answers a
             PING, the server's RSS flat over 10 rounds
+  uploads   100 concurrent 1 MB uploads on one connection: all answered, the
+            server's RSS bounded by the connection's body budget (flow
+            control holds the rest back)
   metrics   access log lines and http_requests_total count every stream
 
     server_test.py CASE SMARM_SERVER CONFIG
@@ -289,6 +292,44 @@ def stall(binary, config):
         srv.stop()
 
 
+def uploads(binary, config):
+    srv = rel.start(binary, config, TEST)
+    try:
+        base_rss = srv.rss_kib()
+        c = Client(srv.port, timeout=30)
+        size, n = 1_000_000, 100
+        sids = [c.request("/plaintext", "POST", end=False) for _ in range(n)]
+        sent = dict.fromkeys(sids, 0)
+        peak = base_rss
+        turn = 0
+        end = time.time() + 60
+        while any(v < size for v in sent.values()) and time.time() < end:
+            # Each stream's open window in turn, one frame at a time: every
+            # upload advances together while the server lets it (a client
+            # filling one stream first would finish them one at a time).
+            for _ in range(16):
+                turn += 1  # the connection's window runs out mid-list: rotate
+                for sid in sids[turn % n:] + sids[:turn % n]:
+                    room = min(c.conn.local_flow_control_window(sid), size - sent[sid],
+                               c.conn.max_outbound_frame_size)
+                    if room > 0:
+                        c.conn.send_data(sid, b"u" * room, end_stream=sent[sid] + room == size)
+                        sent[sid] += room
+            c.flush()
+            c.pump(lambda: False, 0.005)
+            peak = max(peak, srv.rss_kib())
+        rel.check(c.pump(lambda: all(c.done(s) for s in sids), 30), "every upload answered")
+        for sid in sids:
+            r = c.responses[sid]
+            rel.check(r["status"] == 200 and r["body"] == b"Hello, World!", f"stream {sid}: {r}")
+        # Held at once without the connection's budget: up to 100 MB. With it: 4 x
+        # body_limit, one body_limit more and a 64 KiB window per stream.
+        print(f"RSS grew {peak - base_rss} KiB")
+        rel.check(peak - base_rss < 32 * 1024, f"RSS grew {peak - base_rss} KiB (peak {peak})")
+    finally:
+        srv.stop()
+
+
 def metrics(binary, config):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "access.log")
@@ -311,7 +352,7 @@ def metrics(binary, config):
         rel.check(all(" 200 13 " in l for l in lines), f"status and bytes: {lines[0]!r}")
 
 
-CASES = {f.__name__: f for f in (curl, nghttp, tls, slow, drain, idle, stall, metrics)}
+CASES = {f.__name__: f for f in (curl, nghttp, tls, slow, drain, idle, stall, uploads, metrics)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in CASES:

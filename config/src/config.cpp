@@ -361,6 +361,9 @@ const std::vector<key_def>& table() {
         duration_key(
             "workers.call_timeout", "a work request waits this long for its answer (else 504)", 1ms,
             1h, [](settings& s) -> std::chrono::nanoseconds& { return s.workers.call_timeout; }),
+        size_key("workers.upload_limit",
+                 "POST /upload/sha256 hashes a body of at most this as it arrives (else 413)", 1,
+                 1ull << 40, [](settings& s) -> std::uint64_t& { return s.workers.upload_limit; }),
         bool_key("causal.http",
                  "causal profiling hooks on the main listener: a site per route (named by its "
                  "pattern), progress points http.requests and one per route, latency point "

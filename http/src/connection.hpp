@@ -62,6 +62,7 @@
 #include <string>
 
 #include "access_log.hpp"
+#include "body_source.hpp"
 #include "file_body.hpp"
 #include "request_access.hpp"
 #include "request_reader.hpp"
@@ -198,16 +199,20 @@ inline std::size_t read_buffer_limit(const server_config& cfg) {
 /// set. `route` gets the matched pattern when on_request wants it (before
 /// the handler: a registry-routed one moves the request away), `hook` the
 /// route's causal hooks when profiled, `span` whether a trace span opened.
+/// `matched`: the request was already routed (to read a body its route
+/// streams); it is authorized all the same before the handler runs. A
+/// body_error the handler lets escape answers its status and closes.
 [[gnu::always_inline]] inline response run_handler(shared& sh, request& req,
                                                    const socket_address& peer, std::string& rid,
                                                    std::string& route,
-                                                   const profile_hooks::route*& hook, bool& span) {
+                                                   const profile_hooks::route*& hook, bool& span,
+                                                   route_match* matched = nullptr) {
     const server_config& cfg = sh.cfg;
     hook = nullptr;
     std::optional<response> denied;
     if (cfg.authorize) denied = cfg.authorize(req);
     if (denied) return std::move(*denied);
-    route_match m = sh.routes.match(req);
+    route_match m = matched != nullptr ? std::move(*matched) : sh.routes.match(req);
     if (detail::trace_active()) [[unlikely]] {
         open_span(sh, req, m);
         span = true;
@@ -230,6 +235,10 @@ inline std::size_t read_buffer_limit(const server_config& cfg) {
         return (*m.target)(req);
     } catch (const smarm::stopped&) {
         throw;
+    } catch (const body_error& e) {  // the client's fault, not the handler's
+        response r(e.status(), std::string(boost::beast::http::obsolete_reason(e.status())) + "\n");
+        r.close_connection();
+        return r;
     } catch (const std::exception& e) {
         rid = req.id();
         log_handler_error(peer, req, e.what());
@@ -241,6 +250,50 @@ inline std::size_t read_buffer_limit(const server_config& cfg) {
     return response(http::status::internal_server_error,
                     "Internal Server Error\nrequest id: " + rid + "\n");
 }
+
+/// A streamed request body on HTTP/1.1 (body_source.hpp): read from the
+/// connection's buffer and socket through the request's own parser, one
+/// read at a time, each within body_timeout. What one read parses waits in
+/// `pending` (at most the read buffer's worth) until the handler takes it.
+template <class Stream>
+class h1_body final : public body_source {
+  public:
+    h1_body(Stream& s, boost::beast::flat_buffer& buf, request_reader& p,
+            const server_config& cfg)
+        : s_(s), buf_(buf), p_(p), cfg_(cfg) {
+        p_.sink(&pending_);
+    }
+    bool read(std::string& out, std::size_t max) override {
+        while (off_ == pending_.size()) {
+            if (p_.is_done()) return false;
+            if (failed_) throw body_error(*failed_, "the request body was cut short");
+            pending_.clear();
+            off_ = 0;
+            s_.set_deadline(deadline_in(cfg_.body_timeout));
+            error_code ec;
+            boost::beast::http::read_some(s_, buf_, p_, ec);
+            if (ec) {
+                failed_ = status_for(ec).value_or(http::status::bad_request);
+                throw body_error(*failed_, "the request body could not be read: " + ec.message());
+            }
+        }
+        const std::size_t n = std::min(max, pending_.size() - off_);
+        out.append(pending_, off_, n);
+        off_ += n;
+        return true;
+    }
+    /// Whether the handler read the body to its end.
+    bool finished() const noexcept { return p_.is_done() && off_ == pending_.size(); }
+
+  private:
+    Stream& s_;
+    boost::beast::flat_buffer& buf_;
+    request_reader& p_;
+    const server_config& cfg_;
+    std::string pending_;
+    std::size_t off_ = 0;
+    std::optional<http::status> failed_;
+};
 
 /// Serves an HTTP/2 connection (h2_connection.hpp) whose first bytes,
 /// already read, are `early` (the preface, for h2c).
@@ -269,9 +322,16 @@ class connection {
 
     /// (1) Parks for the first byte of the next request; false: close.
     [[gnu::always_inline]] inline bool await_request();
-    /// (2)+(3) Head, the checks Beast leaves to us, 100-continue, body;
+    /// (2)+(3) Head, the checks Beast leaves to us, 100-continue, body
+    /// (or, for a route that streams it, `streamed` set up to read it);
     /// false: close (any error answer is already written).
-    [[gnu::always_inline]] inline bool read_request();
+    [[gnu::always_inline]] inline bool read_request(request_reader& parser,
+                                                    std::optional<h1_body<Stream>>& streamed);
+    /// Routes a request with a body before its body is read (the router
+    /// has streamed routes): its limit, and `streamed` for a streamed one;
+    /// false: close (the error answer is written).
+    [[gnu::cold, gnu::noinline]] bool route_body(request_reader& parser,
+                                                 std::optional<h1_body<Stream>>& streamed);
     /// (4) Authorizes, routes and runs the handler (a throw is a 500).
     /// `route` gets the matched pattern when on_request wants it (before
     /// the handler: a registry-routed one moves the request away).
@@ -328,6 +388,8 @@ class connection {
     bool keep_alive_ = false;  ///< the answered request's, then the response's
     const profile_hooks::route* route_ = nullptr;  ///< the routed request's, when profiled
     bool span_open_ = false;                       ///< the request's trace span is open
+    /// Routed before its body was read (route_body); handle() uses it.
+    std::optional<route_match> routed_;
 };
 
 /// Serves one connection over `s` (the connection actor's body).
@@ -359,7 +421,9 @@ void connection<Stream>::serve() {
             }
         } const leaves{c_.sh.causal ? c_.sh.causal->depart : nullptr};
         if (leaves.p != nullptr) c_.sh.causal->arrive->hit();
-        if (!read_request()) return;
+        request_reader parser(req_);
+        std::optional<h1_body<Stream>> streamed;  // a body the handler reads
+        if (!read_request(parser, streamed)) return;
         request_access::peer(req_) = c_.peer;
         request_access::set_id(req_, c_.id, seq_);
         const bool head_only = req_.method() == verb::head;
@@ -373,6 +437,12 @@ void connection<Stream>::serve() {
             }
         }
         response res = handle(rid, route);
+        // A streamed body the handler left unread is not drained: the
+        // connection closes after this response (and lingers, so the
+        // client reads it rather than a reset).
+        const bool unread = streamed && !streamed->finished();
+        if (unread) [[unlikely]]
+            keep_alive_ = false;
         if (res.kind() == response::body_kind::websocket) [[unlikely]] {
             const auto t1 = upgrade(res);
             c_.sh.requests.fetch_add(1, std::memory_order_relaxed);
@@ -404,7 +474,7 @@ void connection<Stream>::serve() {
             // Draining: let the peer read the Connection: close answer
             // before the socket goes (a request it sent meanwhile would
             // otherwise turn the close into a reset).
-            if (flush() && c_.sh.draining.load(std::memory_order_relaxed)) s_.linger();
+            if (flush() && (unread || c_.sh.draining.load(std::memory_order_relaxed))) s_.linger();
             return;
         }
     }
@@ -458,14 +528,18 @@ bool connection<Stream>::prefaced() {
 }
 
 template <class Stream>
-bool connection<Stream>::read_request() {
+bool connection<Stream>::read_request(request_reader& parser,
+                                      std::optional<h1_body<Stream>>& streamed) {
     namespace bhttp = boost::beast::http;
     version_ = 11;
     request_access::reset(req_);
-    request_reader parser(req_);
+    routed_.reset();
     parser.header_limit(static_cast<std::uint32_t>(
         std::min<std::size_t>(cfg_.header_limit, std::numeric_limits<std::uint32_t>::max())));
-    parser.body_limit(cfg_.body_limit);
+    // With streamed routes, a head declaring up to their largest limit
+    // passes; route_body then holds the request to its route's limit.
+    const std::uint64_t stream_limit = c_.sh.routes.stream_limit();
+    parser.body_limit(std::max<std::uint64_t>(cfg_.body_limit, stream_limit));
     parser.framing_limit(cfg_.header_limit);
     s_.set_deadline(deadline_in(cfg_.header_timeout));
     error_code ec;
@@ -493,6 +567,13 @@ bool connection<Stream>::read_request() {
             if (!flush()) return false;
         }
     }
+    if (stream_limit != 0 && !parser.is_done()) [[unlikely]] {
+        if (!route_body(parser, streamed)) return false;
+        if (streamed) {
+            keep_alive_ = parser.keep_alive();
+            return true;  // the handler reads the body
+        }
+    }
     if (!parser.is_done()) {
         s_.set_deadline(deadline_in(cfg_.body_timeout));
         bhttp::read(s_, buf_, parser, ec);
@@ -502,7 +583,7 @@ bool connection<Stream>::read_request() {
         }
     }
     keep_alive_ = parser.keep_alive();
-    if (!decode_path(req_)) {
+    if (!routed_ && !decode_path(req_)) {
         fail(http::status::bad_request);
         return false;
     }
@@ -510,8 +591,30 @@ bool connection<Stream>::read_request() {
 }
 
 template <class Stream>
+bool connection<Stream>::route_body(request_reader& parser,
+                                    std::optional<h1_body<Stream>>& streamed) {
+    if (!decode_path(req_)) {
+        fail(http::status::bad_request);
+        return false;
+    }
+    routed_ = c_.sh.routes.match(req_);
+    const std::uint64_t limit = routed_->streamed ? routed_->streamed->limit : cfg_.body_limit;
+    if (auto length = parser.content_length(); length && *length > limit) {
+        fail(http::status::payload_too_large);
+        return false;
+    }
+    parser.body_limit(limit);  // chunked: counted down as chunks come
+    if (routed_->streamed) {
+        streamed.emplace(s_, buf_, parser, cfg_);
+        request_access::source(req_) = &*streamed;
+    }
+    return true;
+}
+
+template <class Stream>
 response connection<Stream>::handle(std::string& rid, std::string& route) {
-    return run_handler(c_.sh, req_, c_.peer, rid, route, route_, span_open_);
+    return run_handler(c_.sh, req_, c_.peer, rid, route, route_, span_open_,
+                       routed_ ? &*routed_ : nullptr);
 }
 
 template <class Stream>

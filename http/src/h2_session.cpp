@@ -2,6 +2,7 @@
 // stream actors (h2_session.hpp has the design and the protocols).
 
 #include "connection.hpp"
+#include "body_source.hpp"
 
 #include <smarm/http/router.hpp>
 
@@ -77,12 +78,65 @@ bool stream_body(chunk_source& source, int fd, std::uint64_t size, std::int32_t 
     return true;
 }
 
+/// A streamed request body in its stream actor (body_source.hpp): pieces
+/// from the connection, each reported taken so the connection reopens the
+/// stream's window; each wait within body_timeout.
+class h2_body final : public body_source {
+  public:
+    h2_body(smarm::receiver<h2_body_piece> rx, const smarm::sender<h2_event>& tx, std::int32_t id,
+            std::chrono::nanoseconds timeout)
+        : rx_(std::move(rx)), tx_(tx), id_(id), timeout_(timeout) {}
+    bool read(std::string& out, std::size_t max) override {
+        while (off_ == cur_.size()) {
+            if (failed_) throw body_error(*failed_, "the request body was cut short");
+            if (ended_) return false;
+            auto got = rx_.recv_timeout(timeout_);
+            if (got.status == smarm::recv_status::closed) {
+                ended_ = true;
+                return false;
+            }
+            if (got.status == smarm::recv_status::timeout) {
+                failed_ = http::status::request_timeout;
+                throw body_error(*failed_, "no request body bytes within body_timeout");
+            }
+            h2_body_piece& piece = *got.value;
+            if (piece.error != 0) {
+                failed_ = static_cast<http::status>(piece.error);
+                throw body_error(*failed_, "the request body passed the route's limit");
+            }
+            cur_ = std::move(piece.data);
+            off_ = 0;
+            h2_event taken;
+            taken.what = h2_event::kind::consumed;
+            taken.stream = id_;
+            taken.consumed = cur_.size();
+            (void)tx_.send(std::move(taken));
+        }
+        const std::size_t n = std::min(max, cur_.size() - off_);
+        out.append(cur_, off_, n);
+        off_ += n;
+        return true;
+    }
+
+  private:
+    smarm::receiver<h2_body_piece> rx_;
+    const smarm::sender<h2_event>& tx_;
+    std::int32_t id_;
+    std::chrono::nanoseconds timeout_;
+    std::string cur_;
+    std::size_t off_ = 0;
+    bool ended_ = false;
+    std::optional<http::status> failed_;
+};
+
 /// A stream actor's body: the handler, then its response to the
 /// connection (and a streamed body, paced by credits). Whatever way it
 /// ends, the connection hears that it did: the head of a text body, or an
 /// `end` (failed unless the body was sent whole).
 void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& sh, request req,
-                std::int32_t id, bool head_only, smarm::sender<h2_event> tx) {
+                std::int32_t id, bool head_only, smarm::sender<h2_event> tx,
+                std::optional<route_match> routed,
+                std::optional<smarm::receiver<h2_body_piece>> body_rx) {
     struct finish {
         const smarm::sender<h2_event>& tx;
         std::int32_t id;
@@ -101,7 +155,14 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
     std::string rid;
     bool span = false;
     const socket_address peer = req.peer();
-    response res = run_handler(sh, req, peer, rid, head.route, head.hook, span);
+    std::optional<h2_body> body;
+    if (body_rx) {
+        body.emplace(std::move(*body_rx), tx, id, sh.cfg.body_timeout);
+        request_access::source(req) = &*body;
+    }
+    response res = run_handler(sh, req, peer, rid, head.route, head.hook, span,
+                               routed ? &*routed : nullptr);
+    request_access::source(req) = nullptr;
     if (span) trace::span_end(static_cast<unsigned>(res.status()), res.body().size());
     if (res.kind() == response::body_kind::websocket)  // RFC 8441 is not offered
         res = response(http::status::not_implemented, "WebSocket over HTTP/2 is not offered\n");
@@ -175,6 +236,10 @@ struct h2_session::stream {
     bool answered = false;         ///< a response was submitted
     bool head_only = false;
     bool reset_sent = false;  ///< we reset it (its peer's late frames are fine)
+    bool streams_body = false;        ///< its handler reads the body (h2_body_piece)
+    std::uint64_t body_limit = 0;     ///< streams_body: the route's limit
+    std::uint64_t received = 0;       ///< streams_body: DATA bytes so far
+    smarm::sender<h2_body_piece> body_tx;  ///< streams_body: open until END_STREAM
     std::size_t buffered = 0;    ///< request body bytes held (in h2_session::buffered_)
     std::size_t unconsumed = 0;  ///< received but not yet given back to its window
     smarm::pid actor;  ///< while its handler runs
@@ -261,8 +326,11 @@ struct h2_session::callbacks {
                 h.answer(*st, http::status::request_header_fields_too_large);
                 return 0;
             }
+            const bool body_follows = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0;
+            if (body_follows && h.c_.sh.routes.stream_limit() != 0 && !h.route_early(*st))
+                return 0;
             // A declared length past the limit is refused before its body.
-            if (auto cl = st->req.header("content-length")) {
+            if (auto cl = st->req.header("content-length"); cl && !st->streams_body) {
                 std::uint64_t n = 0;
                 auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
                 if (ec == std::errc() && n > h.c_.sh.cfg.body_limit) {
@@ -273,7 +341,10 @@ struct h2_session::callbacks {
         }
         if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
             st->remote_done = true;
-            if (!st->answered) h.dispatch(*st);
+            if (st->streams_body)
+                st->body_tx = {};  // the body's end: read_body returns ""
+            else if (!st->answered)
+                h.dispatch(*st);
             h.refill();  // another stream may be the oldest arriving now
         }
         return 0;
@@ -290,6 +361,22 @@ struct h2_session::callbacks {
         stream* st = h.find(id);
         if (st == nullptr || st->answered) {
             nghttp2_session_consume_stream(s, id, len);  // dropped: not buffered
+            return 0;
+        }
+        if (st->streams_body) {  // to its actor; the window reopens as it reads
+            st->received += len;
+            bool sent = false;
+            if (st->received > st->body_limit) {  // a default sender sends nowhere
+                (void)st->body_tx.send(
+                    h2_body_piece{{}, static_cast<unsigned>(http::status::payload_too_large)});
+                st->body_tx = {};
+            } else {
+                sent = st->body_tx
+                           .send(h2_body_piece{
+                               std::string(reinterpret_cast<const char*>(data), len), 0})
+                           .ok();
+            }
+            if (!sent) nghttp2_session_consume_stream(s, id, len);  // nobody reads it
             return 0;
         }
         std::string& body = st->req.body();
@@ -482,8 +569,7 @@ void h2_session::go_away() {
                           NGHTTP2_NO_ERROR, nullptr, 0);
 }
 
-void h2_session::dispatch(stream& st) {
-    st.dispatched = true;
+bool h2_session::prepare(stream& st) {
     request& r = st.req;
     if (!st.authority.empty() && !r.header("host"))
         request_access::headers(r).push_back({"host", st.authority});
@@ -491,18 +577,53 @@ void h2_session::dispatch(stream& st) {
     st.head_only = r.method() == verb::head;
     if (!decode_path(r)) {
         answer(st, http::status::bad_request);
-        return;
+        return false;
     }
+    return true;
+}
+
+bool h2_session::route_early(stream& st) {
+    if (!prepare(st)) return false;
+    route_match m = c_.sh.routes.match(st.req);
+    if (!m.streamed) return true;  // read whole; dispatch() routes it again
+    if (auto cl = st.req.header("content-length")) {
+        std::uint64_t n = 0;
+        auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
+        if (ec == std::errc() && n > m.streamed->limit) {
+            answer(st, http::status::payload_too_large);
+            return false;
+        }
+    }
+    st.streams_body = true;
+    st.body_limit = m.streamed->limit;
+    auto [tx, rx] = smarm::channel<h2_body_piece>();
+    st.body_tx = std::move(tx);
+    spawn_handler(st, std::move(m), std::move(rx));
+    return true;
+}
+
+void h2_session::dispatch(stream& st) {
+    if (!prepare(st)) return;
+    spawn_handler(st, std::nullopt, std::nullopt);
+}
+
+void h2_session::spawn_handler(stream& st, std::optional<route_match> routed,
+                               std::optional<smarm::receiver<h2_body_piece>> body) {
+    st.dispatched = true;
+    request& r = st.req;
     request_access::peer(r) = c_.peer;
     request_access::set_id(r, c_.id, ++seq_);
     if (c_.sh.access) {
         st.target = r.target();
         st.rid = r.id();
     }
-    smarm::join_handle h = smarm::spawn([owner = c_.owner, &sh = c_.sh, req = std::move(r),
-                                         id = st.id, head_only = st.head_only, tx = tx_]() mutable {
-        run_stream(std::move(owner), sh, std::move(req), id, head_only, std::move(tx));
-    });
+    smarm::join_handle h =
+        smarm::spawn([owner = c_.owner, &sh = c_.sh, req = std::move(r), id = st.id,
+                      head_only = st.head_only, tx = tx_, routed = std::move(routed),
+                      body = std::move(body)]() mutable {
+            run_stream(std::move(owner), sh, std::move(req), id, head_only, std::move(tx),
+                       std::move(routed), std::move(body));
+        });
     st.actor = h.id();
     h.detach();
     ++producing_;
@@ -581,6 +702,14 @@ void h2_session::granted(stream& st) {
 }
 
 void h2_session::deliver(h2_event&& ev) {
+    if (ev.what == h2_event::kind::consumed) {
+        // Its handler took request body bytes: the stream's window reopens.
+        if (find(ev.stream) != nullptr) {
+            smarm::no_preempt in_nghttp2;
+            nghttp2_session_consume_stream(s_, ev.stream, ev.consumed);
+        }
+        return;
+    }
     if (ev.what != h2_event::kind::piece) {
         // A head for a text or head-only body, or an end: the actor is done.
         const bool finishes = ev.what == h2_event::kind::end || !ev.streamed;
@@ -605,6 +734,8 @@ void h2_session::deliver(h2_event&& ev) {
             limit_at(st->progress + ns(c_.sh.cfg.write_timeout));
             nghttp2_session_resume_data(s_, st->id);
             break;
+        case h2_event::kind::consumed:
+            break;  // handled above
         case h2_event::kind::end:
             st->actor = smarm::pid{};
             st->ended = true;
@@ -675,7 +806,7 @@ std::int64_t h2_session::expire(std::int64_t now) {
     for (auto& st : streams_) {
         const std::int32_t id = st->id;
         std::int64_t limit = std::numeric_limits<std::int64_t>::max();
-        if (!st->remote_done && !st->answered)
+        if (!st->remote_done && !st->answered && !st->streams_body)  // its actor times a streamed one
             limit = st->opened + ns(cfg.body_timeout);
         else if (st->answered && st->sent < st->body.size())  // held by flow control
             limit = st->progress + ns(cfg.write_timeout);
@@ -713,7 +844,8 @@ void h2_session::limit_at(std::int64_t t) noexcept {
 h2_session::stream* h2_session::oldest_arriving() {
     stream* oldest = nullptr;
     for (auto& st : streams_)
-        if (!st->remote_done && !st->answered && (oldest == nullptr || st->id < oldest->id))
+        if (!st->remote_done && !st->answered && !st->streams_body &&
+            (oldest == nullptr || st->id < oldest->id))
             oldest = st.get();
     return oldest;
 }

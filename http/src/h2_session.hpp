@@ -40,6 +40,16 @@
 // stall until body_timeout): a connection holds at most the budget, one
 // body_limit and a stream window per stream (64 KiB).
 //
+// A route that streams its body (http::streamed_body) is routed when the
+// request's HEADERS end without END_STREAM, and its stream actor starts
+// then: the connection sends it each DATA payload as an h2_body_piece over
+// a channel of its own (closed at END_STREAM; a piece with an error status
+// ends it past the route's limit), and the actor's read_body reports each
+// piece it takes (`consumed`), which is when the stream's window reopens.
+// So a streamed body holds at most one stream window at a time; it does
+// not count against the budget above, and body_timeout bounds each wait of
+// the actor for a piece (the connection does not time it).
+//
 // No observation point inside nghttp2: receive() and output() run their
 // callbacks under smarm::no_preempt, so smarm::stopped never unwinds
 // through nghttp2's C frames (the callbacks spawn and send, both
@@ -65,9 +75,16 @@ struct nghttp2_session;
 
 namespace smarm::http::internal {
 
+/// A piece of a streamed request body (see the header comment): `data`,
+/// or an `error` status that ends the body (body_error).
+struct h2_body_piece {
+    std::string data;
+    unsigned error = 0;
+};
+
 /// What a stream actor sends its connection (see the header comment).
 struct h2_event {
-    enum class kind : std::uint8_t { head, piece, end };
+    enum class kind : std::uint8_t { head, piece, end, consumed };
     kind what = kind::head;
     std::int32_t stream = 0;
     /// head: the response (its body for text; streamed bodies follow).
@@ -81,6 +98,7 @@ struct h2_event {
     const profile_hooks::route* hook = nullptr;  ///< head: the route's causal hooks
     std::string data;                            ///< piece: the bytes
     bool failed = false;                         ///< end: the body failed midway
+    std::size_t consumed = 0;                    ///< consumed: request body bytes taken
 };
 
 class h2_session {
@@ -120,7 +138,19 @@ class h2_session {
     struct callbacks;
     stream* find(std::int32_t id);
     stream* open(std::int32_t id);
+    /// What a request needs before its handler runs (Host from :authority,
+    /// the decoded path); false when it was answered (400) instead.
+    bool prepare(stream& st);
+    /// Starts the stream's actor on its whole request.
     void dispatch(stream& st);
+    /// Routes a request whose body is still to come (only with streamed
+    /// routes); a streamed route's actor starts at once. False when it
+    /// was answered instead (400, or 413 for a declared length past the
+    /// route's limit).
+    bool route_early(stream& st);
+    /// Spawns the stream's handler actor (`routed`/`body`: a streamed body).
+    void spawn_handler(stream& st, std::optional<route_match> routed,
+                       std::optional<smarm::receiver<h2_body_piece>> body);
     void answer(stream& st, http::status s);
     void submit(stream& st, response& res, std::optional<std::uint64_t> length);
     void closed(std::int32_t id, std::uint32_t code);

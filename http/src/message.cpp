@@ -1,6 +1,9 @@
 #include <smarm/http/message.hpp>
 #include <smarm/http/router.hpp>
 
+#include "body_source.hpp"
+
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <stdexcept>
@@ -18,6 +21,19 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
     for (std::size_t i = 0; i < a.size(); ++i)
         if (lower(a[i]) != lower(b[i])) return false;
     return true;
+}
+
+std::string request::read_body(std::size_t max) {
+    if (max == 0) throw std::invalid_argument("smarm::http::request::read_body: max must be > 0");
+    std::string out;
+    if (source_ != nullptr) {
+        source_->read(out, max);
+        return out;
+    }
+    const std::size_t n = std::min(max, body_.size() - body_read_);
+    out.assign(body_, body_read_, n);
+    body_read_ += n;
+    return out;
 }
 
 std::string_view request::query() const noexcept {

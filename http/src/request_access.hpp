@@ -32,6 +32,7 @@ struct request_access {
     static std::string& wildcard(request& r) noexcept { return r.wildcard_; }
     static std::string& route(request& r) noexcept { return r.route_; }
     static socket_address& peer(request& r) noexcept { return r.peer_; }
+    static internal::body_source*& source(request& r) noexcept { return r.source_; }
     static void set_id(request& r, std::uint64_t conn, std::uint64_t seq) noexcept {
         r.connection_id_ = conn;
         r.sequence_ = seq;
@@ -59,6 +60,8 @@ struct request_access {
         else
             r.headers_.clear();
         clear(r.body_);
+        r.body_read_ = 0;
+        r.source_ = nullptr;
         r.params_.clear();
         clear(r.wildcard_);
         clear(r.route_);

@@ -45,6 +45,10 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     /// fields, one request may send (default: unlimited).
     void framing_limit(std::size_t n) noexcept { framing_limit_ = n; }
 
+    /// Where body bytes go from now on instead of the request's body (a
+    /// streamed body, body_source.hpp): appended, nothing reserved.
+    void sink(std::string* s) noexcept { sink_ = s; }
+
     /// How many Host fields the header had.
     unsigned host_count() const noexcept { return hosts_; }
     /// Whether any Transfer-Encoding field was present (basic_parser
@@ -91,6 +95,7 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     void on_header_impl(error_code&) override { header_done_ = true; }
 
     void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code& ec) override {
+        if (sink_ != nullptr) return;  // streamed: the length may be far past what is held
         std::string& body = r_.body();
         body.clear();
         if (!length) return;
@@ -114,7 +119,7 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     void on_finish_impl(error_code&) override {}
 
     std::size_t append(string_view piece, error_code& ec) {
-        std::string& body = r_.body();
+        std::string& body = sink_ != nullptr ? *sink_ : r_.body();
         if (piece.size() > body.max_size() - body.size()) {
             ec = boost::beast::http::error::buffer_overflow;
             return 0;
@@ -124,6 +129,7 @@ class request_reader final : public boost::beast::http::basic_parser<true> {
     }
 
     request& r_;
+    std::string* sink_ = nullptr;
     unsigned hosts_ = 0;
     bool transfer_encoding_ = false;
     long expect_ = -1;  // index into the request's headers

@@ -68,7 +68,7 @@ router& router::add(verb method, std::string_view pattern, handler h) {
     };
     if (pattern.empty() || pattern[0] != '/') bad("it must start with '/'");
     if (!h) bad("the handler is empty");
-    entry e{method, std::string(pattern), {}, std::move(h), {}};
+    entry e{method, std::string(pattern), {}, std::move(h), {}, std::nullopt};
     auto parts = split_path(pattern);
     for (std::size_t i = 0; i < parts.size(); ++i) {
         auto s = parts[i];
@@ -120,6 +120,16 @@ router& router::add(verb method, std::string_view pattern, handler h) {
     return *this;
 }
 
+router& router::add(verb method, std::string_view pattern, handler h, streamed_body body) {
+    if (body.limit == 0)
+        throw std::invalid_argument("smarm::http::router: route \"" + std::string(pattern) +
+                                    "\": a streamed body's limit must be > 0");
+    add(method, pattern, std::move(h));
+    routes_.back().streamed = body;
+    stream_limit_ = std::max(stream_limit_, body.limit);
+    return *this;
+}
+
 router& router::add_routed(verb method, std::string_view pattern, std::string service, handler h) {
     add(method, pattern, std::move(h));
     routes_.back().service = std::move(service);
@@ -130,7 +140,7 @@ std::vector<route_info> router::routes() const {
     std::vector<route_info> out;
     out.reserve(routes_.size());
     for (const entry& e : routes_)
-        out.push_back({e.method, e.pattern, e.service});
+        out.push_back({e.method, e.pattern, e.service, e.streamed.has_value()});
     return out;
 }
 
@@ -162,6 +172,7 @@ route_match router::match(request& req) const {
                 if (r.method == req.method() ||
                     (req.method() == verb::head && r.method == verb::get)) {
                     out.target = &r.h;
+                    out.streamed = r.streamed ? &*r.streamed : nullptr;
                     out.status = status::ok;
                     out.index = i;
                     request_access::params(req).clear();
@@ -268,6 +279,7 @@ route_match router::match(request& req) const {
         return out;
     }
     out.target = &best->h;
+    out.streamed = best->streamed ? &*best->streamed : nullptr;
     out.status = status::ok;
     out.index = static_cast<std::size_t>(best - routes_.data());
     auto& params = request_access::params(req);

@@ -89,7 +89,8 @@ kv_options kv_options_from(const config::settings& s) {
 }
 
 workers_options workers_options_from(const config::settings& s) {
-    return {s.workers.count, s.workers.queue_limit, s.workers.call_timeout};
+    return {s.workers.count, s.workers.queue_limit, s.workers.call_timeout,
+            s.workers.upload_limit};
 }
 
 std::vector<child_spec> default_services(const config::settings& s) {

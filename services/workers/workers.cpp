@@ -9,11 +9,9 @@
 
 namespace smarm::services {
 
-std::string sha256_hex(std::string_view data) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
-        throw std::runtime_error("sha256: EVP_Digest failed");
+namespace {
+
+std::string hex_of(const unsigned char* md, unsigned len) {
     static const char hex[] = "0123456789abcdef";
     std::string out;
     out.reserve(2 * len);
@@ -22,6 +20,35 @@ std::string sha256_hex(std::string_view data) {
         out += hex[md[i] & 15];
     }
     return out;
+}
+
+/// POST /upload/sha256: the body hashed piece by piece as it arrives.
+http::response upload_sha256(http::request& req) {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                                 EVP_MD_CTX_free);
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+        throw std::runtime_error("sha256: EVP_DigestInit_ex failed");
+    std::uint64_t bytes = 0;
+    for (std::string piece = req.read_body(); !piece.empty(); piece = req.read_body()) {
+        if (EVP_DigestUpdate(ctx.get(), piece.data(), piece.size()) != 1)
+            throw std::runtime_error("sha256: EVP_DigestUpdate failed");
+        bytes += piece.size();
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1)
+        throw std::runtime_error("sha256: EVP_DigestFinal_ex failed");
+    return http::response(http::status::ok, hex_of(md, len) + " " + std::to_string(bytes) + "\n");
+}
+
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
+        throw std::runtime_error("sha256: EVP_Digest failed");
+    return hex_of(md, len);
 }
 
 std::vector<child_spec> worker_children(const workers_options& o) {
@@ -69,6 +96,7 @@ void add_worker_routes(http::router& r, const workers_options& o) {
         busy.set("Retry-After", "1");
         return busy;
     });
+    r.post("/upload/sha256", upload_sha256, http::streamed_body{o.upload_limit});
 }
 
 }  // namespace smarm::services

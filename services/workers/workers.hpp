@@ -8,6 +8,10 @@
 // behind the request is refused with 503 and Retry-After (load shedding:
 // the queue never grows without bound). A worker that dies is evicted from
 // the group and restarted by its supervisor.
+//
+// POST /upload/sha256 answers "<hex SHA-256> <bytes>" of a body of up to
+// upload_limit bytes, hashed as it arrives (http::streamed_body) in the
+// request's own actor: an upload of any size holds one piece at a time.
 
 #include <smarm/channel.hpp>
 #include <smarm/http/router.hpp>
@@ -25,6 +29,7 @@ struct workers_options {
     std::uint64_t count = 2;         ///< workers in the pool
     std::uint64_t queue_limit = 16;  ///< waiting requests per worker before 503 (0: refuse all)
     std::chrono::nanoseconds call_timeout = std::chrono::seconds(10);  ///< else 504
+    std::uint64_t upload_limit = std::uint64_t{1} << 30;  ///< /upload/sha256's body (else 413)
 };
 
 /// One unit of work: the bytes to hash and where the answer goes.
@@ -41,7 +46,7 @@ std::string sha256_hex(std::string_view data);
 /// Supervisor children, one per worker ("worker-0", ...).
 std::vector<child_spec> worker_children(const workers_options& o);
 
-/// Adds POST /work/sha256 to `r`.
+/// Adds POST /work/sha256 and POST /upload/sha256 to `r`.
 void add_worker_routes(http::router& r, const workers_options& o);
 
 }  // namespace smarm::services

@@ -88,6 +88,7 @@ struct workers_settings {
     std::uint64_t count = 2;         ///< actors in the "workers" pool
     std::uint64_t queue_limit = 16;  ///< waiting requests per worker before 503
     std::chrono::nanoseconds call_timeout = std::chrono::seconds(10);  ///< else 504
+    std::uint64_t upload_limit = std::uint64_t{1} << 30;  ///< POST /upload/sha256's body
 };
 
 struct causal_settings {

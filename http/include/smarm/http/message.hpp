@@ -10,6 +10,11 @@
 // route parameters), so it can be moved to another actor: a registry-routed
 // route hands it to a gen_server whose call type is http::request.
 //
+// A request's body is read whole before its handler runs (body()), unless
+// its route streams it (router::add with http::streamed_body): the handler
+// then reads it piece by piece with read_body(), and nothing holds more of
+// it than one read buffer (HTTP/1.1) or one stream window (HTTP/2).
+//
 // A response is a status, headers and one body: a string (the usual case,
 // written with a Content-Length), a file (streamed in pieces, never read
 // whole), or a chunk generator (streamed with chunked transfer encoding, or
@@ -25,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +39,10 @@
 namespace smarm::http {
 
 class websocket;
+
+namespace internal {
+class body_source;  // the connection's side of a streamed body
+}
 
 using verb = boost::beast::http::verb;
 using status = boost::beast::http::status;
@@ -46,6 +56,20 @@ struct header {
 
 /// Case-insensitive ASCII comparison of header names.
 bool iequals(std::string_view a, std::string_view b) noexcept;
+
+/// A request body that cannot be read on: read_body() throws it with the
+/// status to answer (413 past the route's limit, 408 no bytes within
+/// body_timeout, 400 bad chunked framing or a peer that reset the stream).
+/// A handler that lets it escape answers that status; an HTTP/1.1
+/// connection closes after it.
+class body_error : public std::runtime_error {
+  public:
+    body_error(http::status s, const std::string& what) : std::runtime_error(what), status_(s) {}
+    http::status status() const noexcept { return status_; }
+
+  private:
+    http::status status_;
+};
 
 /// An HTTP request (see the header comment).
 class request {
@@ -73,8 +97,22 @@ class request {
     /// The first value of header `name`, if present.
     std::optional<std::string_view> header(std::string_view name) const noexcept;
     const std::vector<http::header>& headers() const noexcept { return headers_; }
+    /// The whole body (empty when the route streams it: read_body()).
     const std::string& body() const noexcept { return body_; }
     std::string& body() noexcept { return body_; }
+    /// Whether the handler reads the body through read_body() as it
+    /// arrives (its route was added with http::streamed_body).
+    bool body_streamed() const noexcept { return source_ != nullptr; }
+    /// The next piece of the body, at most `max` bytes (> 0, else
+    /// std::invalid_argument); "" once all of it has been read. On a
+    /// streamed route it parks the actor until bytes arrive, each wait
+    /// bounded by server_config::body_timeout, and throws body_error when
+    /// the body cannot be read on; otherwise it hands out body() from the
+    /// front, so one handler serves both kinds of route. Call it from the
+    /// handler's own actor before the handler returns. A streamed body the
+    /// handler leaves unread is not drained: an HTTP/1.1 connection closes
+    /// after the response, an HTTP/2 stream is reset (NO_ERROR) after it.
+    std::string read_body(std::size_t max = 64 * 1024);
 
     /// A named route parameter ("{key}" in the pattern), percent-decoded.
     std::optional<std::string_view> param(std::string_view name) const noexcept;
@@ -98,6 +136,8 @@ class request {
     unsigned version_ = 11;
     std::vector<http::header> headers_;
     std::string body_;
+    std::size_t body_read_ = 0;                ///< of body_, by read_body()
+    internal::body_source* source_ = nullptr;  ///< set while a streamed body is read
     std::vector<std::pair<std::string, std::string>> params_;
     std::string wildcard_;
     std::string route_;

@@ -25,6 +25,13 @@
 //   http::response. The connection actor calls it by name with the route's
 //   deadline: server not running -> 503, deadline passed -> 504.
 //
+// A route's request body is read whole before its handler runs (up to
+// server_config::body_limit, else 413), unless the route is added with
+// http::streamed_body: its handler reads the body as it arrives
+// (request::read_body) up to the route's own limit, so an upload of any
+// size costs one read buffer, not its size. Streamed routes are inline
+// handlers only (the body is read from the handler's actor).
+//
 // A handler that throws gets a 500 carrying the request id (logged with the
 // exception); the connection carries on.
 //
@@ -40,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,9 +57,20 @@ namespace smarm::http {
 
 using handler = std::function<response(request&)>;
 
+/// A route whose handler reads its request body itself (see the header
+/// comment and request::read_body).
+struct streamed_body {
+    /// The most body bytes the route takes: past it read_body() throws
+    /// body_error(413), and a larger Content-Length is refused before the
+    /// handler runs.
+    std::uint64_t limit = std::uint64_t{1} << 30;
+};
+
 /// The outcome of routing one request.
 struct route_match {
     const handler* target = nullptr;  ///< null: see `status`
+    /// With a target: its streamed_body, when the route streams its body.
+    const streamed_body* streamed = nullptr;
     http::status status = http::status::not_found;
     std::string allow;      ///< for 405: "GET, HEAD, PUT"
     std::size_t index = 0;  ///< with a target: the route's place in routes()
@@ -63,6 +82,8 @@ struct route_info {
     std::string pattern;
     /// The registered name a registry-routed route calls ("" for inline).
     std::string service;
+    /// Whether the handler reads the body itself (streamed_body).
+    bool streamed = false;
     /// "GET /kv/{key}": the route's name in logs, metrics and profiles.
     std::string name() const;
 };
@@ -73,9 +94,19 @@ class router {
     /// is malformed (no leading '/', '*' not last, empty or duplicate
     /// parameter name, a duplicate route for the same method).
     router& add(verb method, std::string_view pattern, handler h);
+    /// Adds a route whose handler reads the body as it arrives (see the
+    /// header comment); throws std::invalid_argument as add() does, and for
+    /// a limit of 0.
+    router& add(verb method, std::string_view pattern, handler h, streamed_body body);
     router& get(std::string_view p, handler h) { return add(verb::get, p, std::move(h)); }
     router& post(std::string_view p, handler h) { return add(verb::post, p, std::move(h)); }
+    router& post(std::string_view p, handler h, streamed_body b) {
+        return add(verb::post, p, std::move(h), b);
+    }
     router& put(std::string_view p, handler h) { return add(verb::put, p, std::move(h)); }
+    router& put(std::string_view p, handler h, streamed_body b) {
+        return add(verb::put, p, std::move(h), b);
+    }
     router& del(std::string_view p, handler h) { return add(verb::delete_, p, std::move(h)); }
     /// A WebSocket route (GET): upgrades a valid request and runs `h` in the
     /// connection actor (smarm/http/websocket.hpp); 426/400 otherwise.
@@ -103,6 +134,10 @@ class router {
     route_match match(request& req) const;
 
     std::size_t size() const noexcept { return routes_.size(); }
+    /// The largest limit of any streamed route (0: none streams): a
+    /// connection reads a request's head with this limit in force and
+    /// routes a request with a body before reading it only when it is not 0.
+    std::uint64_t stream_limit() const noexcept { return stream_limit_; }
     /// Every route, in the order added (route_match::index).
     std::vector<route_info> routes() const;
 
@@ -119,6 +154,7 @@ class router {
         std::vector<segment> segments;
         handler h;
         std::string service;  ///< registry-routed: the name called
+        std::optional<streamed_body> streamed;
     };
     std::vector<entry> routes_;
     /// Transparent hashing: match looks a path up by string_view.
@@ -133,6 +169,7 @@ class router {
     std::unordered_map<std::string, std::vector<std::size_t>, path_hash, std::equal_to<>> exact_;
     /// Bit (length % 64) set for every key of exact_.
     std::uint64_t exact_lengths_ = 0;
+    std::uint64_t stream_limit_ = 0;
 };
 
 /// Decodes %XX escapes; false (and `out` unspecified) on a bad escape.

@@ -30,12 +30,14 @@
 // |---|---|---|
 // | request line + headers larger than header_limit | 431, close | header_limit |
 // | body larger than body_limit (Content-Length checked before reading; chunked while reading) | 413, close | body_limit |
+// | a streamed route's body (http::streamed_body) larger than its limit (Content-Length before the handler; otherwise read_body throws) | 413, close | streamed_body::limit |
+// | a streamed body the handler leaves unread | the response, then close | - |
 // | chunk extensions of one request larger than header_limit in all, or one chunk-size line past the read buffer (header_limit + 64 KiB) | 400, close | header_limit |
 // | trailer fields of one request larger than header_limit (trailers are read and dropped, never merged into the headers) | 431, close | header_limit |
 // | no request within header_timeout of the connection's start | close | header_timeout |
 // | headers not complete within header_timeout of their first byte | 408, close | header_timeout |
 // | no new request within idle_timeout on a kept-alive connection | close | idle_timeout |
-// | body not complete within body_timeout | 408, close | body_timeout |
+// | body not complete within body_timeout (a streamed body: no bytes for body_timeout while the handler waits in read_body) | 408, close | body_timeout |
 // | malformed request, Content-Length with Transfer-Encoding, conflicting Content-Lengths, a transfer coding other than chunked, a bad chunk size, HTTP/1.1 without exactly one Host | 400, close | - |
 // | response not written within write_timeout | close | write_timeout |
 // clang-format on

@@ -102,7 +102,9 @@ class h2_body final : public body_source {
             h2_body_piece& piece = *got.value;
             if (piece.error != 0) {
                 failed_ = static_cast<http::status>(piece.error);
-                throw body_error(*failed_, "the request body passed the route's limit");
+                throw body_error(*failed_, *failed_ == http::status::payload_too_large
+                                               ? "the request body passed the route's limit"
+                                               : "the peer closed before the body's end");
             }
             cur_ = std::move(piece.data);
             off_ = 0;
@@ -554,6 +556,15 @@ bool h2_session::output(std::string& out, std::size_t limit) {
         out.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
     }
     return !failed_;
+}
+
+void h2_session::peer_closed() {
+    peer_open_ = false;
+    for (auto& st : streams_)
+        if (st->streams_body && !st->remote_done) {
+            (void)st->body_tx.send(h2_body_piece{{}, static_cast<unsigned>(http::status::bad_request)});
+            st->body_tx = {};
+        }
 }
 
 bool h2_session::done() const {

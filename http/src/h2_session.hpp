@@ -121,8 +121,9 @@ class h2_session {
     /// Where stream actors send (the connection selects on it).
     const smarm::receiver<h2_event>& events() const noexcept { return rx_; }
     /// The peer closed its side: no more input; handlers still running
-    /// may finish and their responses be written.
-    void peer_closed() noexcept { peer_open_ = false; }
+    /// may finish and their responses be written. A streamed body still
+    /// arriving fails at once (400), not after body_timeout.
+    void peer_closed();
     /// Handlers (stream actors) still producing.
     std::size_t producing() const noexcept { return producing_; }
     /// Graceful drain: GOAWAY with the last stream id; open streams finish.

@@ -22,7 +22,8 @@
   streamed  POST /upload/sha256 (a streamed body): 16 MiB on one stream hashed
             right with the server's RSS growing by far less than the body, 6
             concurrent streamed uploads, 413 past the route's limit (declared,
-            and counted as DATA arrives), 408 for a body that stalls
+            and counted as DATA arrives), 408 for a body that stalls, 400
+            at once when the peer closes its side mid-body
   metrics   access log lines and http_requests_total count every stream
 
     server_test.py CASE SMARM_SERVER CONFIG
@@ -420,6 +421,16 @@ def streamed(binary, config):
         sid = c.request("/plaintext")
         rel.check(c.pump(lambda: c.done(sid), 10) and c.responses[sid]["status"] == 200,
                   "still serving")
+        # (5) The peer closes its side mid-body: 400 at once (the body can
+        # never end), not 408 after body_timeout.
+        d = Client(srv.port, timeout=10)
+        sid = d.request("/upload/sha256", "POST", end=False)
+        d.conn.send_data(sid, b"z" * 1000)
+        d.flush()
+        d.sock.shutdown(socket.SHUT_WR)
+        d.flush = lambda: None  # nothing more goes out (acks would hit the closed side)
+        rel.check(d.pump(lambda: d.done(sid), 10), "half-closed: answered")
+        rel.check(d.responses[sid]["status"] == 400, f"half-closed: {d.responses[sid]}")
     finally:
         srv.stop()
 

@@ -664,10 +664,11 @@ typename connection<Stream>::clock::time_point connection<Stream>::upgrade(respo
     } const counted{c_.sh.websockets};
     std::string error;
     ws.run(res.upgrade(), error);
-    if (!error.empty()) {
+    if (!error.empty()) {  // counted before the 1011 goes out
         c_.sh.errors.fetch_add(1, std::memory_order_relaxed);
         log_handler_error(c_.peer, req_, error.c_str());
     }
+    ws.finish(error);
     return upgraded;
 }
 

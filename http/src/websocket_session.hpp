@@ -371,8 +371,8 @@ class ws_session final : public websocket {
         return true;
     }
 
-    /// Runs the handler, then closes what it left open (1011 after a throw,
-    /// whose text goes to `error`).
+    /// Runs the handler; a throw's text goes to `error` (the socket is
+    /// left as the handler left it: finish() closes it).
     void run(const websocket_handler& h, std::string& error) {
         try {
             h(*this);
@@ -383,6 +383,11 @@ class ws_session final : public websocket {
         } catch (...) {
             error = "a non-standard exception";
         }
+    }
+    /// Closes what the handler left open: 1011 after a throw (`error`), else
+    /// 1000. Separate from run() so the caller counts a failure before the
+    /// peer can see its close.
+    void finish(const std::string& error) {
         if (open_) do_close(error.empty() ? 1000 : 1011, error.empty() ? "" : "internal error");
     }
 

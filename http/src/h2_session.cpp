@@ -29,10 +29,12 @@ std::int64_t now_ns() {
     return coarse_now().time_since_epoch().count();
 }
 
+/// A limit `d` after a coarse stamp, as nanoseconds: with the coarse
+/// clock's slack, so a limit never fires early (stream.hpp).
 std::int64_t ns(std::chrono::nanoseconds d) {
-    return d.count() > std::numeric_limits<std::int64_t>::max() / 2
+    return d.count() > std::numeric_limits<std::int64_t>::max() / 4
                ? std::numeric_limits<std::int64_t>::max() / 2
-               : d.count();
+               : d.count() + coarse_slack().count();
 }
 
 /// Header names HTTP/2 forbids (RFC 9113 §8.2.2): a handler's response

@@ -35,7 +35,7 @@ using time_point = std::chrono::steady_clock::time_point;
 
 /// steady_clock read coarsely: CLOCK_MONOTONIC_COARSE is the same clock
 /// kept at tick granularity, a ~5 ns read against ~24 ns for
-/// steady_clock::now() here. It lags now() by less than coarse_tick().
+/// steady_clock::now() here. It lags now() by less than coarse_slack().
 /// The connection loop sets and checks its per-phase deadlines (several
 /// per request) with it. Under a runtime clock_source it is that clock.
 inline time_point coarse_now() noexcept {
@@ -55,10 +55,18 @@ inline std::chrono::nanoseconds coarse_tick() noexcept {
     }();
     return tick;
 }
+/// How far coarse_now() may lag steady_clock::now(): two ticks. Not one:
+/// with a 4 ms tick it lagged by up to 7.7 ms here (2,000 reads after
+/// sleeps of 1-3 ms, idle or under load), and a deadline from it with one
+/// tick of margin closed a stalled WebSocket frame 2 ms before
+/// message_timeout (websocket.slowframe).
+inline std::chrono::nanoseconds coarse_slack() noexcept {
+    return 2 * coarse_tick();
+}
 /// A deadline `d` from now, never earlier than steady_clock::now() + d
-/// (so at most one tick late); saturates instead of overflowing.
+/// (so at most two ticks late); saturates instead of overflowing.
 inline time_point deadline_in(std::chrono::nanoseconds d) noexcept {
-    const time_point base = coarse_now() + coarse_tick();
+    const time_point base = coarse_now() + coarse_slack();
     return d >= time_point::max() - base ? time_point::max() : base + d;
 }
 

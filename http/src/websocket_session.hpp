@@ -593,11 +593,13 @@ class ws_session final : public websocket {
             if (sock != nullptr) arms_.emplace_back(*sock);
             const std::size_t first_user = arms_.size();
             arms_.insert(arms_.end(), arms.begin(), arms.end());
+            // With the coarse clock's slack, as the checks below (never early).
             std::optional<time_point> due;
             if (opts_.ping_interval.count() > 0)
-                due = std::max(last_rx_, last_ping_) + opts_.ping_interval;
+                due = std::max(last_rx_, last_ping_) + opts_.ping_interval + coarse_slack();
             if (opts_.idle_timeout.count() > 0)
-                due = std::min(due.value_or(time_point::max()), last_rx_ + opts_.idle_timeout);
+                due = std::min(due.value_or(time_point::max()),
+                               last_rx_ + opts_.idle_timeout + coarse_slack());
             std::optional<std::size_t> fired;
             if (notice_ != nullptr) {  // the reaper ticks (header comment)
                 notice_->due.store(due ? due->time_since_epoch().count()
@@ -615,12 +617,14 @@ class ws_session final : public websocket {
             }
             if (!fired) {
                 const auto now = coarse_now();
-                if (opts_.idle_timeout.count() > 0 && now >= last_rx_ + opts_.idle_timeout) {
+                const auto slack = coarse_slack();  // so neither limit fires early
+                if (opts_.idle_timeout.count() > 0 &&
+                    now >= last_rx_ + opts_.idle_timeout + slack) {
                     go_away(1001, "idle timeout");
                     return wait_end::closed;
                 }
                 if (opts_.ping_interval.count() > 0 &&
-                    now >= std::max(last_rx_, last_ping_) + opts_.ping_interval) {
+                    now >= std::max(last_rx_, last_ping_) + opts_.ping_interval + slack) {
                     last_ping_ = now;
                     g.set_write_deadline(deadline_in(opts_.message_timeout));
                     error_code ec;

@@ -46,7 +46,7 @@
 // between requests) carry no timer of their own: a reaper actor per server
 // closes connections idle past their limit, waking every eighth of the
 // shorter of header_timeout and idle_timeout (5 ms to 1 s), so those two
-// close up to that much late. The others are at most one kernel tick late
+// close up to that much late. The others are at most two kernel ticks late
 // (deadlines come from the coarse monotonic clock).
 //
 // Shutdown: stop() (or the first SIGTERM/SIGINT after stop_on_signals())

@@ -12,6 +12,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "request_counts.hpp"
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -250,61 +252,24 @@ class scrape_time_collector : public prometheus::Collectable {
 struct exporter::impl {
     std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
     std::shared_ptr<scrape_time_collector> runtime = std::make_shared<scrape_time_collector>();
-    prometheus::Family<prometheus::Counter>* requests = nullptr;
-    prometheus::Family<prometheus::Histogram>* durations = nullptr;
+    internal::request_counts requests;  ///< the HTTP request families, per thread
     prometheus::Histogram* db_checkout = nullptr;
     prometheus::Histogram* db_statement = nullptr;
     prometheus::Family<prometheus::Counter>* db_errors = nullptr;
     std::map<std::string, prometheus::Counter*, std::less<>> db_error_classes;  // guarded by mu
 
-    // Per-label-set metric handles, so a request does one map lookup under
-    // a short lock instead of the family's own label hashing.
-    std::mutex mu;
-    std::map<std::string, prometheus::Counter*, std::less<>> counters;      // guarded by mu
-    std::map<std::string, prometheus::Histogram*, std::less<>> histograms;  // guarded by mu
+    std::mutex mu;  ///< guards db_error_classes
 
     /// Every family: the registry's and the scrape-time ones.
     std::string scrape() const {
         auto families = registry->Collect();
+        requests.collect(families);
         auto more = runtime->Collect();
         families.insert(families.end(), std::make_move_iterator(more.begin()),
                         std::make_move_iterator(more.end()));
         std::ostringstream out;
         prometheus::TextSerializer().Serialize(out, families);
         return out.str();
-    }
-
-    void observe(const http::request_record& r) {
-        std::string status = std::to_string(r.status);
-        std::string key;
-        key.reserve(r.route.size() + r.method.size() + 8);
-        key.append(r.route).append(1, '\0').append(r.method).append(1, '\0').append(status);
-        prometheus::Counter* c;
-        prometheus::Histogram* h;
-        {
-            std::lock_guard g(mu);
-            auto it = counters.find(key);
-            if (it == counters.end())
-                it = counters
-                         .emplace(key, &requests->Add({{"route", std::string(r.route)},
-                                                       {"method", std::string(r.method)},
-                                                       {"status", status}}))
-                         .first;
-            c = it->second;
-            auto hit = histograms.find(r.route);
-            if (hit == histograms.end())
-                hit = histograms
-                          .emplace(std::string(r.route),
-                                   &durations->Add(
-                                       {{"route", std::string(r.route)}},
-                                       prometheus::Histogram::BucketBoundaries{
-                                           0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                           0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}))
-                          .first;
-            h = hit->second;
-        }
-        c->Increment();
-        h->Observe(std::chrono::duration<double>(r.duration).count());
     }
 };
 
@@ -331,21 +296,13 @@ exporter::exporter() : p_(std::make_shared<impl>()) {
                              "Database statements that failed, by SQLSTATE class (its first "
                              "two characters).")
                          .Register(*p_->registry);
-    p_->requests = &prometheus::BuildCounter()
-                        .Name("smarm_http_requests_total")
-                        .Help("HTTP requests answered, by route pattern, method and status.")
-                        .Register(*p_->registry);
-    p_->durations = &prometheus::BuildHistogram()
-                         .Name("smarm_http_request_duration_seconds")
-                         .Help("HTTP request duration, first request byte to response written.")
-                         .Register(*p_->registry);
 }
 
 exporter::~exporter() = default;
 
 std::function<void(const http::request_record&)> exporter::request_observer() {
     auto p = p_;
-    return [p](const http::request_record& r) { p->observe(r); };
+    return [p](const http::request_record& r) { p->requests.observe(r); };
 }
 
 void exporter::attach(const http::server& srv) {

@@ -13,6 +13,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <smarm_test/http_client.hpp>
 #include "kv/kv.hpp"
@@ -122,6 +124,59 @@ TEST(Metrics, ExpositionIsStrictAndCountersMove) {
             EXPECT_EQ(k.find("/hello/a"), std::string::npos) << k;
         m.detach();
     });
+}
+
+// The request families are counted per thread and merged at scrape
+// (metrics/src/request_counts.hpp): threads observing while another
+// scrapes; every scrape parses, its totals never go back, and at the end
+// each series, count, sum and bucket is exact.
+TEST(Metrics, RequestCountsFromManyThreadsAddUpWhileScraped) {
+    smarm::metrics::exporter m;
+    auto observe = m.request_observer();
+    constexpr int threads = 4, per_thread = 20'000;
+    const std::string total = R"(smarm_http_requests_total{method="GET",route="/a",status="200"})";
+    std::atomic<bool> done{false};
+    std::atomic<int> scrapes{0};
+    std::thread scraper([&] {
+        double last = 0;
+        while (!done.load()) {
+            auto s = parse_strict(m.scrape());
+            const double now = s.count(total) ? s[total] : 0;
+            EXPECT_GE(now, last);  // never backwards
+            last = now;
+            ++scrapes;
+        }
+    });
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+            for (int i = 0; i < per_thread; ++i) {
+                // 50 us (first bucket), 300 us (le 0.0005), and one 20 s a thread (+Inf only)
+                const auto d = i == 0 ? std::chrono::nanoseconds(std::chrono::seconds(20))
+                               : i % 2 ? std::chrono::nanoseconds(50'000)
+                                       : std::chrono::nanoseconds(300'000);
+                observe({"/a", "GET", 200, 13, d});
+                if (i % 100 == t) observe({"/b/{x}", "PUT", 503, 0, d});
+            }
+        });
+    for (auto& w : workers)
+        w.join();
+    done = true;
+    scraper.join();
+    EXPECT_GT(scrapes.load(), 0);
+    auto s = parse_strict(m.scrape());
+    EXPECT_EQ(s[total], threads * per_thread);
+    EXPECT_EQ((s[R"(smarm_http_requests_total{method="PUT",route="/b/{x}",status="503"})"]),
+              threads * (per_thread / 100));
+    const std::string h = "smarm_http_request_duration_seconds";
+    EXPECT_EQ(s[h + R"(_count{route="/a"})"], threads * per_thread);
+    EXPECT_EQ(s[h + R"(_bucket{route="/a",le="+Inf"})"], threads * per_thread);
+    EXPECT_EQ(s[h + R"(_bucket{route="/a",le="0.0001"})"], threads * (per_thread / 2));
+    EXPECT_EQ(s[h + R"(_bucket{route="/a",le="0.00025"})"], threads * (per_thread / 2));
+    EXPECT_EQ(s[h + R"(_bucket{route="/a",le="0.0005"})"], threads * (per_thread - 1));
+    EXPECT_EQ(s[h + R"(_bucket{route="/a",le="10"})"], threads * (per_thread - 1));
+    const double sum = threads * (20.0 + (per_thread / 2) * 50e-6 + (per_thread / 2 - 1) * 300e-6);
+    EXPECT_NEAR(s[h + R"(_sum{route="/a"})"], sum, 1e-6);
 }
 
 TEST(Metrics, CausalExperimentsAreVisible) {

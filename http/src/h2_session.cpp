@@ -244,6 +244,7 @@ struct h2_session::stream {
     std::uint64_t body_limit = 0;     ///< streams_body: the route's limit
     std::uint64_t received = 0;       ///< streams_body: DATA bytes so far
     smarm::sender<h2_body_piece> body_tx;  ///< streams_body: open until END_STREAM
+    std::optional<route_match> routed;     ///< routed at HEADERS, read whole: for its actor
     std::size_t buffered = 0;    ///< request body bytes held (in h2_session::buffered_)
     std::size_t unconsumed = 0;  ///< received but not yet given back to its window
     smarm::pid actor;  ///< while its handler runs
@@ -598,7 +599,10 @@ bool h2_session::prepare(stream& st) {
 bool h2_session::route_early(stream& st) {
     if (!prepare(st)) return false;
     route_match m = c_.sh.routes.match(st.req);
-    if (!m.streamed) return true;  // read whole; dispatch() routes it again
+    if (!m.streamed) {  // read whole; its actor takes this route
+        st.routed = std::move(m);
+        return true;
+    }
     if (auto cl = st.req.header("content-length")) {
         std::uint64_t n = 0;
         auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
@@ -616,8 +620,8 @@ bool h2_session::route_early(stream& st) {
 }
 
 void h2_session::dispatch(stream& st) {
-    if (!prepare(st)) return;
-    spawn_handler(st, std::nullopt, std::nullopt);
+    if (!st.routed && !prepare(st)) return;  // routed: prepared by route_early
+    spawn_handler(st, std::move(st.routed), std::nullopt);
 }
 
 void h2_session::spawn_handler(stream& st, std::optional<route_match> routed,

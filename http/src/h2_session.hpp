@@ -145,9 +145,10 @@ class h2_session {
     /// Starts the stream's actor on its whole request.
     void dispatch(stream& st);
     /// Routes a request whose body is still to come (only with streamed
-    /// routes); a streamed route's actor starts at once. False when it
-    /// was answered instead (400, or 413 for a declared length past the
-    /// route's limit).
+    /// routes); a streamed route's actor starts at once, another route is
+    /// kept for the actor dispatch() starts (not matched twice). False
+    /// when it was answered instead (400, or 413 for a declared length
+    /// past the route's limit).
     bool route_early(stream& st);
     /// Spawns the stream's handler actor (`routed`/`body`: a streamed body).
     void spawn_handler(stream& st, std::optional<route_match> routed,

@@ -24,6 +24,7 @@
 
 #include <smarm_test/memory_stream.hpp>
 #include "connection.hpp"
+#include "streamed_route.hpp"
 
 namespace http = smarm::http;
 
@@ -55,19 +56,7 @@ http::internal::shared& server_state() {
             });
         });
         r.get("/throw", [](http::request&) -> http::response { throw std::runtime_error("x"); });
-        // A streamed body (read_body), read in small pieces; a body under 3
-        // bytes is answered unread (the rest is not drained).
-        r.post(
-            "/sum",
-            [](http::request& q) {
-                std::size_t n = 0;
-                for (std::string p = q.read_body(100); !p.empty(); p = q.read_body(100)) {
-                    n += p.size();
-                    if (n < 3) break;
-                }
-                return http::response(http::status::ok, std::to_string(n));
-            },
-            http::streamed_body{10'000});
+        smarm_test::add_streamed_route(r);  // POST /sum
         return new http::internal::shared(cfg, std::move(r));
     }();
     return *sh;

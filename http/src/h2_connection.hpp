@@ -51,7 +51,7 @@ void serve_h2(Stream& s, conn_ctx& c, std::string_view early) {
         // finished together go out in one write (delivering one and writing
         // it cost a send per response).
         while (auto ev = h.events().try_recv())
-            h.deliver(std::move(*ev.value));
+            h.deliver(std::move(**ev.value));
         // The time limits (they may queue frames), then everything the
         // session has to say, before waiting.
         const std::int64_t next = h.expire(coarse_now().time_since_epoch().count());

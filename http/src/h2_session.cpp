@@ -51,12 +51,12 @@ constexpr std::size_t file_piece = 64 * 1024;
 /// pieces), each piece after the previous one's credit; false when the
 /// stream went away.
 bool stream_body(chunk_source& source, int fd, std::uint64_t size, std::int32_t id,
-                 const smarm::sender<h2_event>& tx, const smarm::receiver<char>& credits) {
+                 const smarm::sender<h2_event_ptr>& tx, const smarm::receiver<char>& credits) {
     auto send_piece = [&](std::string data) {
-        h2_event ev;
-        ev.what = h2_event::kind::piece;
-        ev.stream = id;
-        ev.data = std::move(data);
+        auto ev = std::make_unique<h2_event>();
+        ev->what = h2_event::kind::piece;
+        ev->stream = id;
+        ev->data = std::move(data);
         return tx.send(std::move(ev)).ok() && credits.recv().has_value();
     };
     if (fd >= 0) {
@@ -85,7 +85,7 @@ bool stream_body(chunk_source& source, int fd, std::uint64_t size, std::int32_t 
 /// stream's window; each wait within body_timeout.
 class h2_body final : public body_source {
   public:
-    h2_body(smarm::receiver<h2_body_piece> rx, const smarm::sender<h2_event>& tx, std::int32_t id,
+    h2_body(smarm::receiver<h2_body_piece> rx, const smarm::sender<h2_event_ptr>& tx, std::int32_t id,
             std::chrono::nanoseconds timeout)
         : rx_(std::move(rx)), tx_(tx), id_(id), timeout_(timeout) {}
     bool read(std::string& out, std::size_t max) override {
@@ -110,10 +110,10 @@ class h2_body final : public body_source {
             }
             cur_ = std::move(piece.data);
             off_ = 0;
-            h2_event taken;
-            taken.what = h2_event::kind::consumed;
-            taken.stream = id_;
-            taken.consumed = cur_.size();
+            auto taken = std::make_unique<h2_event>();
+            taken->what = h2_event::kind::consumed;
+            taken->stream = id_;
+            taken->consumed = cur_.size();
             (void)tx_.send(std::move(taken));
         }
         const std::size_t n = std::min(max, cur_.size() - off_);
@@ -124,7 +124,7 @@ class h2_body final : public body_source {
 
   private:
     smarm::receiver<h2_body_piece> rx_;
-    const smarm::sender<h2_event>& tx_;
+    const smarm::sender<h2_event_ptr>& tx_;
     std::int32_t id_;
     std::chrono::nanoseconds timeout_;
     std::string cur_;
@@ -137,25 +137,26 @@ class h2_body final : public body_source {
 /// connection (and a streamed body, paced by credits). Whatever way it
 /// ends, the connection hears that it did: the head of a text body, or an
 /// `end` (failed unless the body was sent whole).
-void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& sh, request req,
-                std::int32_t id, bool head_only, smarm::sender<h2_event> tx,
-                std::optional<route_match> routed,
-                std::optional<smarm::receiver<h2_body_piece>> body_rx) {
+/// Its arguments are the spawning closure's captures, taken by reference
+/// (each move of a request is ~7 strings).
+void run_stream(shared& sh, request& req, std::int32_t id, bool head_only,
+                const smarm::sender<h2_event_ptr>& tx, std::optional<route_match>& routed,
+                std::optional<smarm::receiver<h2_body_piece>>& body_rx) {
     struct finish {
-        const smarm::sender<h2_event>& tx;
+        const smarm::sender<h2_event_ptr>& tx;
         std::int32_t id;
         bool told = false, failed = true;
         ~finish() {
             if (told) return;
-            h2_event end;
-            end.what = h2_event::kind::end;
-            end.stream = id;
-            end.failed = failed;
+            auto end = std::make_unique<h2_event>();
+            end->what = h2_event::kind::end;
+            end->stream = id;
+            end->failed = failed;
             (void)tx.send(std::move(end));
         }
     } fin{tx, id};
-    h2_event head;
-    head.stream = id;
+    auto head = std::make_unique<h2_event>();
+    head->stream = id;
     std::string rid;
     bool span = false;
     const socket_address peer = req.peer();
@@ -164,7 +165,7 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
         body.emplace(std::move(*body_rx), tx, id, sh.cfg.body_timeout);
         request_access::source(req) = &*body;
     }
-    response res = run_handler(sh, req, peer, rid, head.route, head.hook, span,
+    response res = run_handler(sh, req, peer, rid, head->route, head->hook, span,
                                routed ? &*routed : nullptr);
     request_access::source(req) = nullptr;
     if (span) trace::span_end(static_cast<unsigned>(res.status()), res.body().size());
@@ -177,12 +178,12 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
         if (f.fd < 0) {
             res = response(f.err, std::string(boost::beast::http::obsolete_reason(f.err)) + "\n");
         } else {
-            head.length = f.size;
+            head->length = f.size;
             close_file(f.fd);
         }
     }
     if (res.kind() == response::body_kind::text || head_only) {
-        head.res = std::move(res);
+        head->res = std::move(res);
         fin.told = true;
         (void)tx.send(std::move(head));
         return;
@@ -193,7 +194,7 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
         const std::string path = res.file_path();
         file_open_result f = smarm::block_on_io([path] { return open_file(path); });
         if (f.fd < 0) {
-            head.res =
+            head->res =
                 response(f.err, std::string(boost::beast::http::obsolete_reason(f.err)) + "\n");
             fin.told = true;
             (void)tx.send(std::move(head));
@@ -201,7 +202,7 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
         }
         fd = f.fd;
         size = f.size;
-        head.length = f.size;
+        head->length = f.size;
     }
     struct closer {
         int fd;
@@ -211,9 +212,9 @@ void run_stream(std::shared_ptr<const void> /*owner: keeps sh alive*/, shared& s
     } guard{fd};
     chunk_source source = std::move(res.chunks());
     auto [credit_tx, credits] = smarm::channel<char>();
-    head.credit = std::move(credit_tx);
-    head.streamed = true;
-    head.res = std::move(res);
+    head->credit = std::move(credit_tx);
+    head->streamed = true;
+    head->res = std::move(res);
     if (!tx.send(std::move(head)).ok()) return;
     try {
         if (!stream_body(source, fd, size, id, tx, credits)) return;
@@ -314,6 +315,7 @@ struct h2_session::callbacks {
                     return 0;
                 }
         }
+        if (hs.empty()) hs.reserve(8);  // most requests: one allocation, no regrowth
         hs.push_back({std::string(n), std::string(v)});
         return 0;
     } catch (...) {
@@ -395,10 +397,12 @@ struct h2_session::callbacks {
         body.append(reinterpret_cast<const char*>(data), len);
         st->buffered += len;
         h.buffered_ += len;
-        if (h.buffered_ <= h.budget_ || h.oldest_arriving() == st)
+        if (h.buffered_ <= h.budget_ || h.oldest_arriving() == st) {
             nghttp2_session_consume_stream(s, id, len);
-        else
+        } else {
+            if (st->unconsumed == 0) ++h.held_;
             st->unconsumed += len;
+        }
         return 0;
     } catch (...) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -463,7 +467,7 @@ struct h2_session::callbacks {
 };
 
 h2_session::h2_session(conn_ctx& c) : c_(c) {
-    auto [tx, rx] = smarm::channel<h2_event>();
+    auto [tx, rx] = smarm::channel<h2_event_ptr>();
     tx_ = std::move(tx);
     rx_ = std::move(rx);
     idle_since_ = now_ns();
@@ -638,8 +642,8 @@ void h2_session::spawn_handler(stream& st, std::optional<route_match> routed,
         smarm::spawn([owner = c_.owner, &sh = c_.sh, req = std::move(r), id = st.id,
                       head_only = st.head_only, tx = tx_, routed = std::move(routed),
                       body = std::move(body)]() mutable {
-            run_stream(std::move(owner), sh, std::move(req), id, head_only, std::move(tx),
-                       std::move(routed), std::move(body));
+            (void)owner;  // keeps sh alive while the stream runs
+            run_stream(sh, req, id, head_only, tx, routed, body);
         });
     st.actor = h.id();
     h.detach();
@@ -785,7 +789,8 @@ void h2_session::closed(std::int32_t id, std::uint32_t code) {
         std::unique_ptr<stream>& st;
         ~recycle() {
             if (spare.size() >= 16) return;
-            *st = stream{};
+            std::destroy_at(st.get());  // in place: no temporary to move from
+            std::construct_at(st.get());
             spare.push_back(std::move(st));
         }
     } const keep{spare_, st};
@@ -870,16 +875,19 @@ h2_session::stream* h2_session::oldest_arriving() {
 void h2_session::unbuffer(stream& st) {
     buffered_ -= st.buffered;
     st.buffered = 0;
+    if (st.unconsumed != 0) --held_;
     st.unconsumed = 0;  // a closed or answered stream's window no longer matters
     refill();
 }
 
 void h2_session::refill() {
+    if (held_ == 0) return;  // no window held back (the usual case: no walk)
     // The oldest stream still arriving always gets its window back, even
     // what it was held to while it was not the oldest.
     if (stream* oldest = oldest_arriving(); oldest != nullptr && oldest->unconsumed != 0) {
         nghttp2_session_consume_stream(s_, oldest->id, oldest->unconsumed);
         oldest->unconsumed = 0;
+        --held_;
     }
     // Room again: reopen the windows held back, oldest stream first.
     while (buffered_ < budget_) {
@@ -889,6 +897,7 @@ void h2_session::refill() {
         if (next == nullptr) break;
         nghttp2_session_consume_stream(s_, next->id, next->unconsumed);
         next->unconsumed = 0;
+        --held_;
     }
 }
 

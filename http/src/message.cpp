@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 namespace smarm::http {
@@ -116,26 +117,46 @@ response response::chunked(chunk_source next, std::string content_type) {
     return r;
 }
 
+namespace {
+/// Header text is written into the head as is: a line break in it would
+/// end the header there and start another (response splitting).
+void no_line_break(const char* where, std::string_view name, std::string_view text) {
+    // Two memchr calls: find_first_of with a set calls memchr per character.
+    if (std::memchr(text.data(), '\r', text.size()) != nullptr ||
+        std::memchr(text.data(), '\n', text.size()) != nullptr)
+        throw std::invalid_argument(std::string("smarm::http::response::") + where +
+                                    ": header \"" + std::string(name) +
+                                    "\" contains a line break");
+}
+}  // namespace
+
+void response::refuse_content_type() {
+    throw std::invalid_argument(
+        "smarm::http::response: header \"Content-Type\" contains a line break");
+}
+
+response& response::set_content_type(std::string ct) {
+    if (has_line_break(ct)) refuse_content_type();
+    content_type_ = std::move(ct);
+    custom_type_ = true;
+    return *this;
+}
+
 response& response::set(std::string name, std::string value) {
     for (std::string_view managed :
          {"content-length", "transfer-encoding", "date", "server", "connection"})
         if (iequals(name, managed))
             throw std::invalid_argument("smarm::http::response::set: the header \"" + name +
                                         "\" is managed by the server");
-    if (iequals(name, "content-type")) {
-        content_type_ = std::move(value);
-        return *this;
-    }
-    for (char c : name + value)
-        if (c == '\r' || c == '\n')
-            throw std::invalid_argument("smarm::http::response::set: header \"" + name +
-                                        "\" contains a line break");
+    no_line_break("set", name, name);
+    no_line_break("set", name, value);
+    if (iequals(name, "content-type")) return set_content_type(std::move(value));
     headers_.push_back({std::move(name), std::move(value)});
     return *this;
 }
 
 std::optional<std::string_view> response::header(std::string_view name) const noexcept {
-    if (iequals(name, "content-type")) return std::string_view(content_type_);
+    if (iequals(name, "content-type")) return std::string_view(content_type());
     for (auto& h : headers_)
         if (iequals(h.name, name)) return std::string_view(h.value);
     return std::nullopt;

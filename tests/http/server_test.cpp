@@ -118,6 +118,24 @@ TEST(HttpServer, PlaintextAndManagedHeaders) {
     });
 }
 
+// Header text goes into the head as is, so a line break in it would split
+// the response: every way to set a header refuses one (Content-Type once
+// bypassed the check through set("Content-Type", ...) and set_content_type).
+TEST(HttpServer, HeaderTextWithALineBreakIsRefused) {
+    http::response r(http::status::ok, "x");
+    EXPECT_EQ(r.content_type(), "text/plain; charset=utf-8");
+    EXPECT_THROW(r.set("X-A", "a\r\nX-Evil: 1"), std::invalid_argument);
+    EXPECT_THROW(r.set("X-A\r\nX-Evil", "1"), std::invalid_argument);
+    EXPECT_THROW(r.set("Content-Type", "text/html\r\nX-Evil: 1"), std::invalid_argument);
+    EXPECT_THROW(r.set_content_type("text/html\nX-Evil: 1"), std::invalid_argument);
+    EXPECT_THROW(http::response(http::status::ok, "x", "a\rb"), std::invalid_argument);
+    EXPECT_EQ(r.content_type(), "text/plain; charset=utf-8");  // unchanged by the refusals
+    r.set("content-type", "application/json");
+    EXPECT_EQ(r.content_type(), "application/json");
+    EXPECT_EQ(r.header("Content-Type"), "application/json");
+    EXPECT_EQ(http::response(http::status::ok, "x", "").content_type(), "");  // none sent
+}
+
 TEST(HttpServer, ResponseHeadsOfAnySizeAreWrittenWhole) {
     with_server(test_config(), test_routes(), [](http::server&, std::uint16_t port) {
         client c(port);

@@ -251,48 +251,35 @@ inline std::size_t read_buffer_limit(const server_config& cfg) {
                     "Internal Server Error\nrequest id: " + rid + "\n");
 }
 
-/// A streamed request body on HTTP/1.1 (body_source.hpp): read from the
-/// connection's buffer and socket through the request's own parser, one
-/// read at a time, each within body_timeout. What one read parses waits in
-/// `pending` (at most the read buffer's worth) until the handler takes it.
+/// A streamed request body on HTTP/1.1 (body_source.hpp): each piece is
+/// what one read of the connection's socket parses through the request's
+/// own parser (at most the read buffer's worth), within body_timeout.
 template <class Stream>
 class h1_body final : public body_source {
   public:
     h1_body(Stream& s, boost::beast::flat_buffer& buf, request_reader& p,
             const server_config& cfg)
-        : s_(s), buf_(buf), p_(p), cfg_(cfg) {
-        p_.sink(&pending_);
-    }
-    bool read(std::string& out, std::size_t max) override {
-        while (off_ == pending_.size()) {
-            if (p_.is_done()) return false;
-            if (failed_) throw body_error(*failed_, "the request body was cut short");
-            pending_.clear();
-            off_ = 0;
-            s_.set_deadline(deadline_in(cfg_.body_timeout));
-            error_code ec;
-            boost::beast::http::read_some(s_, buf_, p_, ec);
-            if (ec) {
-                failed_ = status_for(ec).value_or(http::status::bad_request);
-                throw body_error(*failed_, "the request body could not be read: " + ec.message());
-            }
-        }
-        const std::size_t n = std::min(max, pending_.size() - off_);
-        out.append(pending_, off_, n);
-        off_ += n;
-        return true;
-    }
+        : s_(s), buf_(buf), p_(p), cfg_(cfg) {}
     /// Whether the handler read the body to its end.
-    bool finished() const noexcept { return p_.is_done() && off_ == pending_.size(); }
+    bool finished() const noexcept { return p_.is_done() && drained(); }
 
   private:
+    bool next(std::string& piece) override {
+        if (p_.is_done()) return false;
+        p_.sink(&piece);
+        s_.set_deadline(deadline_in(cfg_.body_timeout));
+        error_code ec;
+        boost::beast::http::read_some(s_, buf_, p_, ec);
+        if (ec)
+            fail(status_for(ec).value_or(http::status::bad_request),
+                 "the request body could not be read: " + ec.message());
+        return true;
+    }
+
     Stream& s_;
     boost::beast::flat_buffer& buf_;
     request_reader& p_;
     const server_config& cfg_;
-    std::string pending_;
-    std::size_t off_ = 0;
-    std::optional<http::status> failed_;
 };
 
 /// Serves an HTTP/2 connection (h2_connection.hpp) whose first bytes,

@@ -44,6 +44,15 @@ bool connection_specific(std::string_view lower) {
            lower == "transfer-encoding" || lower == "upgrade";
 }
 
+/// Whether `r` declares a Content-Length past `limit` (refused before its
+/// body is read).
+bool declares_more(const request& r, std::uint64_t limit) {
+    const auto cl = r.header("content-length");
+    std::uint64_t n = 0;
+    return cl && std::from_chars(cl->data(), cl->data() + cl->size(), n).ec == std::errc() &&
+           n > limit;
+}
+
 /// The piece size a file body is read in.
 constexpr std::size_t file_piece = 64 * 1024;
 
@@ -85,52 +94,34 @@ bool stream_body(chunk_source& source, int fd, std::uint64_t size, std::int32_t 
 /// stream's window; each wait within body_timeout.
 class h2_body final : public body_source {
   public:
-    h2_body(smarm::receiver<h2_body_piece> rx, const smarm::sender<h2_event_ptr>& tx, std::int32_t id,
-            std::chrono::nanoseconds timeout)
+    h2_body(smarm::receiver<h2_body_piece> rx, const smarm::sender<h2_event_ptr>& tx,
+            std::int32_t id, std::chrono::nanoseconds timeout)
         : rx_(std::move(rx)), tx_(tx), id_(id), timeout_(timeout) {}
-    bool read(std::string& out, std::size_t max) override {
-        while (off_ == cur_.size()) {
-            if (failed_) throw body_error(*failed_, "the request body was cut short");
-            if (ended_) return false;
-            auto got = rx_.recv_timeout(timeout_);
-            if (got.status == smarm::recv_status::closed) {
-                ended_ = true;
-                return false;
-            }
-            if (got.status == smarm::recv_status::timeout) {
-                failed_ = http::status::request_timeout;
-                throw body_error(*failed_, "no request body bytes within body_timeout");
-            }
-            h2_body_piece& piece = *got.value;
-            if (piece.error != 0) {
-                failed_ = static_cast<http::status>(piece.error);
-                throw body_error(*failed_, *failed_ == http::status::payload_too_large
-                                               ? "the request body passed the route's limit"
-                                               : "the peer closed before the body's end");
-            }
-            cur_ = std::move(piece.data);
-            off_ = 0;
-            auto taken = std::make_unique<h2_event>();
-            taken->what = h2_event::kind::consumed;
-            taken->stream = id_;
-            taken->consumed = cur_.size();
-            (void)tx_.send(std::move(taken));
+
+  private:
+    bool next(std::string& piece) override {
+        auto got = rx_.recv_timeout(timeout_);
+        if (got.status == smarm::recv_status::closed) return false;
+        if (got.status == smarm::recv_status::timeout)
+            fail(http::status::request_timeout, "no request body bytes within body_timeout");
+        if (got.value->error != 0) {
+            const auto s = static_cast<http::status>(got.value->error);
+            fail(s, s == http::status::payload_too_large ? "the request body passed the route's limit"
+                                                         : "the peer closed before the body's end");
         }
-        const std::size_t n = std::min(max, cur_.size() - off_);
-        out.append(cur_, off_, n);
-        off_ += n;
+        piece = std::move(got.value->data);
+        auto taken = std::make_unique<h2_event>();
+        taken->what = h2_event::kind::consumed;
+        taken->stream = id_;
+        taken->consumed = piece.size();
+        (void)tx_.send(std::move(taken));
         return true;
     }
 
-  private:
     smarm::receiver<h2_body_piece> rx_;
     const smarm::sender<h2_event_ptr>& tx_;
     std::int32_t id_;
     std::chrono::nanoseconds timeout_;
-    std::string cur_;
-    std::size_t off_ = 0;
-    bool ended_ = false;
-    std::optional<http::status> failed_;
 };
 
 /// A stream actor's body: the handler, then its response to the
@@ -337,13 +328,9 @@ struct h2_session::callbacks {
             if (body_follows && h.c_.sh.routes.stream_limit() != 0 && !h.route_early(*st))
                 return 0;
             // A declared length past the limit is refused before its body.
-            if (auto cl = st->req.header("content-length"); cl && !st->streams_body) {
-                std::uint64_t n = 0;
-                auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
-                if (ec == std::errc() && n > h.c_.sh.cfg.body_limit) {
-                    h.answer(*st, http::status::payload_too_large);
-                    return 0;
-                }
+            if (!st->streams_body && declares_more(st->req, h.c_.sh.cfg.body_limit)) {
+                h.answer(*st, http::status::payload_too_large);
+                return 0;
             }
         }
         if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
@@ -607,13 +594,9 @@ bool h2_session::route_early(stream& st) {
         st.routed = std::move(m);
         return true;
     }
-    if (auto cl = st.req.header("content-length")) {
-        std::uint64_t n = 0;
-        auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
-        if (ec == std::errc() && n > m.streamed->limit) {
-            answer(st, http::status::payload_too_large);
-            return false;
-        }
+    if (declares_more(st.req, m.streamed->limit)) {
+        answer(st, http::status::payload_too_large);
+        return false;
     }
     st.streams_body = true;
     st.body_limit = m.streamed->limit;

@@ -143,10 +143,9 @@ void request_counts::collect(std::vector<prometheus::MetricFamily>& out) const {
             }
         }
     }
-    prometheus::MetricFamily requests;
-    requests.name = "smarm_http_requests_total";
-    requests.help = "HTTP requests answered, by route pattern, method and status.";
-    requests.type = prometheus::MetricType::Counter;
+    prometheus::MetricFamily requests{"smarm_http_requests_total",
+                                      "HTTP requests answered, by route pattern, method and status.",
+                                      prometheus::MetricType::Counter, {}};
     for (const auto& [k, n] : counts) {
         prometheus::ClientMetric m;
         m.label = {{"method", std::get<0>(k)},
@@ -156,10 +155,10 @@ void request_counts::collect(std::vector<prometheus::MetricFamily>& out) const {
         requests.metric.push_back(std::move(m));
     }
     out.push_back(std::move(requests));
-    prometheus::MetricFamily durations;
-    durations.name = "smarm_http_request_duration_seconds";
-    durations.help = "HTTP request duration, first request byte to response written.";
-    durations.type = prometheus::MetricType::Histogram;
+    prometheus::MetricFamily durations{
+        "smarm_http_request_duration_seconds",
+        "HTTP request duration, first request byte to response written.",
+        prometheus::MetricType::Histogram, {}};
     for (const auto& [route, t] : timings) {
         prometheus::ClientMetric m;
         m.label = {{"route", route}};

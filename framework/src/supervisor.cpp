@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -144,25 +145,46 @@ class supervisor_state {
     using child_list = std::list<child>;
     child_list children;
 
+    /// How add() starts a child: `ordered` waits until it runs (OTP's
+    /// init ack), so children start in order and start_child's caller gets
+    /// a started child; `cast` (start_child_async: nobody waits for the
+    /// outcome) returns once the child is spawned and monitored, unless it
+    /// has an init_body, whose ack it still waits for.
+    enum class start_mode { ordered, cast };
+
     /// Appends a child and starts it.
-    child_list::iterator add(child_spec spec) {
+    child_list::iterator add(child_spec spec, start_mode mode = start_mode::ordered) {
         children.push_back(child{std::move(spec), pid{}, 0, false, 0, {}});
         auto it = std::prev(children.end());
-        start(it);
+        start(it, mode);
         return it;
     }
 
-    void start(child_list::iterator it) {
+    void start(child_list::iterator it, start_mode mode = start_mode::ordered) {
         child& c = *it;
-        auto [ack_tx, ack_rx] = channel<int>();
+        const bool temporary = c.spec.restart == restart_policy::temporary;
+        // A connection's supervisor starts thousands of children a second:
+        // the cast of one without init skips the ack (a channel, a park and
+        // a switch back), and a temporary child, never restarted, takes its
+        // body instead of a copy (a std::function holding shared_ptrs).
+        const bool wait_ack = mode == start_mode::ordered || c.spec.init_body;
+        std::optional<receiver<int>> ack_rx;
+        std::optional<sender<int>> ack_tx;
+        if (wait_ack) {
+            auto [tx, rx] = channel<int>();
+            ack_tx.emplace(std::move(tx));
+            ack_rx.emplace(std::move(rx));
+        }
+        std::function<void()> body = temporary ? std::move(c.spec.body) : c.spec.body;
         {
             // no_preempt: the child must not run (spawn is work-first)
             // before its monitor is installed, or an instant failure would
             // read as noproc and lose its outcome.
             no_preempt hold;
-            auto h = spawn([body = c.spec.body, init = c.spec.init_body, ack = std::move(ack_tx)] {
+            auto h = spawn([body = std::move(body), init = c.spec.init_body,
+                            ack = std::move(ack_tx)] {
                 if (!init) {
-                    (void)ack.send(1);
+                    if (ack) (void)ack->send(1);
                     body();
                     return;
                 }
@@ -170,7 +192,7 @@ class supervisor_state {
                 // before acking still releases the supervisor.
                 bool acked = false;
                 init([&] {
-                    if (!std::exchange(acked, true)) (void)ack.send(1);
+                    if (!std::exchange(acked, true)) (void)ack->send(1);
                 });
             });
             c.id = h.id();
@@ -179,9 +201,8 @@ class supervisor_state {
             running_by_monitor_.emplace(c.monitor, it);
             h.detach();
         }
-        publish(c.spec.restart != restart_policy::temporary);
-        // Children start in order: wait until this one runs (OTP's init ack).
-        (void)ack_rx.recv();
+        publish(!temporary);
+        if (ack_rx) (void)ack_rx->recv();
     }
 
     // Stops a running child and waits for its down.
@@ -251,13 +272,11 @@ class supervisor_state {
                 break;
             case restart_strategy::one_for_all:
                 stop_all_reverse();
-                for (auto k = children.begin(); k != children.end(); ++k)
-                    start(k);
+                restart_from(children.begin());
                 break;
             case restart_strategy::rest_for_one:
                 stop_all_reverse(std::next(it));
-                for (auto k = it; k != children.end(); ++k)
-                    start(k);
+                restart_from(it);
                 break;
         }
         if (internal::trace_hooks::on()) [[unlikely]]
@@ -265,6 +284,20 @@ class supervisor_state {
                 internal::trace_hooks::kind::restart, 0, 0, trace::intern(it->spec.id),
                 internal::trace_hooks::word(detail::current_pid_or_invalid()),
                 internal::trace_hooks::word(it->id));
+    }
+
+    /// Starts the stopped children from `from` on, in order; temporary
+    /// ones a sibling's failure stopped are removed, never restarted (as
+    /// in OTP; their body was moved into the actor that ran it).
+    void restart_from(child_list::iterator from) {
+        while (from != children.end()) {
+            if (from->spec.restart == restart_policy::temporary) {
+                from = children.erase(from);
+                continue;
+            }
+            start(from++);
+        }
+        publish(false);
     }
 
     std::size_t running() const { return running_by_monitor_.size(); }
@@ -341,7 +374,7 @@ void supervise(supervisor_options opts, std::vector<child_spec> specs,
                 (void)r->reply.send(it->id);
             } else if (auto* a = std::get_if<start_child_cast>(&*m.value)) {
                 if (st.options().max_children == 0 || st.running() < st.options().max_children)
-                    st.add(std::move(a->spec));
+                    st.add(std::move(a->spec), supervisor_state::start_mode::cast);
             } else if (auto* c = std::get_if<count_req>(&*m.value)) {
                 (void)c->reply.send(children_count{st.children.size(), st.running()});
             } else if (auto* w = std::get_if<which_req>(&*m.value)) {

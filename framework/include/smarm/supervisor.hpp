@@ -136,7 +136,10 @@ pid start_child(const supervisor_ref& sup, child_spec spec,
 /// round trip; false when the supervisor is gone). A child past
 /// max_children is dropped: its function never runs and is destroyed in
 /// the supervisor. For a caller that admits children itself (an HTTP
-/// listener counting its connections) and must not wait per child.
+/// listener counting its connections) and must not wait per child. The
+/// supervisor does not wait for such a child to run either (unless it has
+/// an init_body): children are listed in cast order but may begin to run
+/// in another on several schedulers.
 bool start_child_async(const supervisor_ref& sup, child_spec spec);
 children_count count_children(const supervisor_ref& sup,
                               std::chrono::nanoseconds timeout = std::chrono::seconds(5));

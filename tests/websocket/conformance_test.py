@@ -57,6 +57,34 @@ for i, n in enumerate([0, 125, 126, 127, 128, 65535, 65536], 1):
         lambda port, n=n: echo(port, BINARY, bytes(range(256)) * (n // 256) + b"\xfe" * (n % 256)))
 
 
+# RFC 6455 5.2: "the minimal number of bytes MUST be used to encode the
+# length"; a longer form is a protocol error.
+def long_form(opcode, payload, ext):
+    key = os.urandom(4)
+    n = len(payload)
+    head = (struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n) if ext == 2
+            else struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n))
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+@case("1.3.1", "a 5-byte text with its length in the 16-bit form: 1002")
+def _(port):
+    fails_with(port, 1002, long_form(TEXT, b"hello", 2))
+
+
+@case("1.3.2", "a 300-byte binary with its length in the 64-bit form: 1002")
+def _(port):
+    fails_with(port, 1002, long_form(BINARY, b"b" * 300, 8))
+
+
+@case("1.3.3", "a text then a binary in one write: both echoed, in order")
+def _(port):
+    c = Client(port)
+    c.send(frame(TEXT, b"first") + frame(BINARY, b"\x00\xff" * 100))
+    assert c.recv_message() == (TEXT, b"first")
+    assert c.recv_message() == (BINARY, b"\x00\xff" * 100)
+
+
 @case("1.1.8", "text message of 65536 bytes sent in pieces of 997")
 def _(port):
     c = Client(port)

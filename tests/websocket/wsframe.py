@@ -91,9 +91,13 @@ class Client:
         if n == 126:
             self._need(4)
             n, off = struct.unpack("!H", self.buf[2:4])[0], 4
+            if n < 126:
+                raise AssertionError(f"the server sent length {n} in the 16-bit form")
         elif n == 127:
             self._need(10)
             n, off = struct.unpack("!Q", self.buf[2:10])[0], 10
+            if n < 65536:
+                raise AssertionError(f"the server sent length {n} in the 64-bit form")
         self._need(off + n)
         payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
         return bool(b0 & 0x80), (b0 >> 4) & 7, b0 & 0xF, payload

@@ -191,6 +191,27 @@ TEST(LoadRun, ClosedLoopKeepAliveCountsEveryResponse) {
     });
 }
 
+// The counts are kept per OS thread (load.cpp): 64 connections moving
+// between two schedulers' threads count every response once, none lost to
+// two writers of one shard.
+TEST(LoadRun, ManyConnectionsOnTwoThreadsCountEveryResponse) {
+    std::atomic<std::uint64_t> served{0};
+    with_server({}, counting_routes(served), [&](http::server&, std::uint16_t port) {
+        auto o = quick(port, "/ok");
+        o.connections = 64;
+        o.threads = 2;
+        o.duration = 500ms;
+        auto r = load::run(o);
+        EXPECT_GT(r.requests, 1000u);
+        EXPECT_EQ(r.error_total(), 0u);
+        EXPECT_EQ(r.statuses[200], r.requests);
+        EXPECT_EQ(r.latency.count(), r.requests);
+        EXPECT_EQ(r.connects, 64u);
+        EXPECT_GE(served.load(), r.requests);
+        EXPECT_LE(served.load(), r.requests + 64);
+    });
+}
+
 TEST(LoadUrl, WebSocketUrlsAndSizes) {
     auto t = load::parse_url("ws://127.0.0.1:8080/ws/echo");
     EXPECT_TRUE(t.websocket);

@@ -109,8 +109,15 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
-    ap.add_argument("--idle", type=int, default=10000)
+    ap.add_argument("--idle", type=int, default=10000, help="idle sockets opened (0: skip)")
+    ap.add_argument("--loads", default=",".join(l[0] for l in LOADS),
+                    help="comma-separated subset of " + ", ".join(l[0] for l in LOADS))
     a = ap.parse_args()
+    wanted = a.loads.split(",")
+    unknown = [w for w in wanted if w not in {l[0] for l in LOADS}]
+    if unknown:
+        raise SystemExit(f"compare_ws: unknown load(s) {', '.join(unknown)}")
+    loads = [l for l in LOADS if l[0] in wanted]
     server = os.path.join(a.build, "services", "smarm-server")
     load = os.path.join(a.build, "loadtest", "load", "smarm-load")
     tmp = tempfile.mkdtemp(prefix="smarm-ws-bench-")
@@ -137,9 +144,9 @@ def main():
                 raise SystemExit(f"{name} did not start")
         for name in procs:  # warm-up: JIT, stacks, pools
             run_round(load, PORTS[name], procs[name].pid, 64, "32", 2)
-        res = {(n, l[0]): [] for n in procs for l in LOADS}
+        res = {(n, l[0]): [] for n in procs for l in loads}
         for r in range(a.rounds):
-            for label, conns, sizes in LOADS:
+            for label, conns, sizes in loads:
                 order = list(procs)
                 order = order[r % len(order):] + order[:r % len(order)]
                 for name in order:
@@ -150,7 +157,7 @@ def main():
                           f"load {m['load_us']:6.2f} us/msg  bound {m['bound']:9.0f}  "
                           f"errors {m['errors']}", flush=True)
         memory = {}
-        for name in procs:
+        for name in procs if a.idle > 0 else []:
             memory[name] = idle_memory(load, PORTS[name], procs[name].pid, a.idle)
             print(f"idle {name:6} {memory[name][0]:6.2f} KiB per socket "
                   f"({memory[name][1]} fds open)", flush=True)
@@ -163,7 +170,7 @@ def main():
     print("\n| load | server | msg/s | p99 ms | server CPU us/msg | smarm-load CPU us/msg | "
           "2 cores / both | smarm/peer msg/s | peer/smarm CPU per msg |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for label, _, _ in LOADS:
+    for label, _, _ in loads:
         for name in procs:
             rs = res[(name, label)]
             rps = [m["rps"] for m in rs]
@@ -177,6 +184,8 @@ def main():
                   f"{spread([m['p99_ms'] for m in rs])} | {spread(cpu)} | "
                   f"{spread([m['load_us'] for m in rs])} | "
                   f"{spread([m['bound'] for m in rs], '{:.0f}')} | {ratio_rps} | {ratio_cpu} |")
+    if not memory:
+        return
     print("\n| server | KiB per idle socket |")
     print("|---|---|")
     for name in procs:

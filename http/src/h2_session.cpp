@@ -44,13 +44,12 @@ bool connection_specific(std::string_view lower) {
            lower == "transfer-encoding" || lower == "upgrade";
 }
 
-/// Whether `r` declares a Content-Length past `limit` (refused before its
-/// body is read).
-bool declares_more(const request& r, std::uint64_t limit) {
-    const auto cl = r.header("content-length");
+/// The value of a content-length field, when it is a number.
+std::optional<std::uint64_t> content_length(std::string_view v) {
     std::uint64_t n = 0;
-    return cl && std::from_chars(cl->data(), cl->data() + cl->size(), n).ec == std::errc() &&
-           n > limit;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return std::nullopt;
+    return n;
 }
 
 /// The piece size a file body is read in.
@@ -235,6 +234,9 @@ struct h2_session::stream {
     bool streams_body = false;        ///< its handler reads the body (h2_body_piece)
     std::uint64_t body_limit = 0;     ///< streams_body: the route's limit
     std::uint64_t received = 0;       ///< streams_body: DATA bytes so far
+    /// The content-length field's value, kept as the field arrives (a
+    /// declared length past the limit is refused before the body).
+    std::optional<std::uint64_t> declared;
     smarm::sender<h2_body_piece> body_tx;  ///< streams_body: open until END_STREAM
     std::optional<route_match> routed;     ///< routed at HEADERS, read whole: for its actor
     std::size_t buffered = 0;    ///< request body bytes held (in h2_session::buffered_)
@@ -306,6 +308,7 @@ struct h2_session::callbacks {
                     return 0;
                 }
         }
+        if (n == "content-length" && !st->declared) st->declared = content_length(v);
         if (hs.empty()) hs.reserve(8);  // most requests: one allocation, no regrowth
         hs.push_back({std::string(n), std::string(v)});
         return 0;
@@ -328,7 +331,8 @@ struct h2_session::callbacks {
             if (body_follows && h.c_.sh.routes.stream_limit() != 0 && !h.route_early(*st))
                 return 0;
             // A declared length past the limit is refused before its body.
-            if (!st->streams_body && declares_more(st->req, h.c_.sh.cfg.body_limit)) {
+            if (body_follows && !st->streams_body && st->declared &&
+                *st->declared > h.c_.sh.cfg.body_limit) {
                 h.answer(*st, http::status::payload_too_large);
                 return 0;
             }
@@ -594,7 +598,7 @@ bool h2_session::route_early(stream& st) {
         st.routed = std::move(m);
         return true;
     }
-    if (declares_more(st.req, m.streamed->limit)) {
+    if (st.declared && *st.declared > m.streamed->limit) {
         answer(st, http::status::payload_too_large);
         return false;
     }

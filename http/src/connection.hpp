@@ -642,13 +642,16 @@ typename connection<Stream>::clock::time_point connection<Stream>::upgrade(respo
     out_.clear();
     out_.shrink_to_fit();
     keep_alive_ = false;
-    if (!ws.accept(up)) return {};
-    const auto upgraded = clock::now();
+    // Counted before the 101 goes out: a client that has its 101 finds
+    // itself in smarm_http_websockets_active (a count after it raced a
+    // client reading the gauge at once).
     c_.sh.websockets.fetch_add(1, std::memory_order_relaxed);
     struct open_count {
         std::atomic<std::uint64_t>& n;
         ~open_count() { n.fetch_sub(1, std::memory_order_relaxed); }
     } const counted{c_.sh.websockets};
+    if (!ws.accept(up)) return {};
+    const auto upgraded = clock::now();
     std::string error;
     ws.run(res.upgrade(), error);
     if (!error.empty()) {  // counted before the 1011 goes out

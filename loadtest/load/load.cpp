@@ -185,7 +185,10 @@ struct run_state {
 
     /// The calling thread's shard of this run, made at its first count.
     /// Count into it at once: nothing that parks or yields in between.
-    stats_shard& here() {
+    /// Out of line and opaque to the optimizer: the thread_local must be
+    /// read on the thread the actor runs on now, and GCC keeps a TLS
+    /// address across a context switch otherwise (HACKING.md's traps).
+    [[gnu::noinline, gnu::noipa]] stats_shard& here() {
         thread_local struct {
             std::uint64_t run = 0;
             stats_shard* shard = nullptr;

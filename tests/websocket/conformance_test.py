@@ -57,6 +57,14 @@ for i, n in enumerate([0, 125, 126, 127, 128, 65535, 65536], 1):
         lambda port, n=n: echo(port, BINARY, bytes(range(256)) * (n // 256) + b"\xfe" * (n % 256)))
 
 
+@case("1.1.9", "a 20-byte text then a 200-byte binary sent a byte at a time: both echoed")
+def _(port):
+    c = Client(port)
+    c.send_slowly(frame(TEXT, b"t" * 20) + frame(BINARY, bytes(range(200))), 1)
+    assert c.recv_message() == (TEXT, b"t" * 20)
+    assert c.recv_message() == (BINARY, bytes(range(200)))
+
+
 # RFC 6455 5.2: "the minimal number of bytes MUST be used to encode the
 # length"; a longer form is a protocol error.
 def long_form(opcode, payload, ext):

@@ -259,6 +259,16 @@ std::string resolve(const std::string& host) {
     return buf;
 }
 
+/// Writes all of `p[0..n)` by `deadline` (an absolute one: no clock read
+/// per call, as the per-message reads use read_some_until).
+void write_all_until(tcp_stream& s, const char* p, std::size_t n, clock::time_point deadline) {
+    while (n > 0) {
+        const std::size_t put = s.write_some_until(p, n, deadline);
+        p += put;
+        n -= put;
+    }
+}
+
 nanoseconds left_until(clock::time_point t) {
     auto d = t - clock::now();
     return d > nanoseconds::zero() ? std::chrono::duration_cast<nanoseconds>(d) : nanoseconds(1);
@@ -312,7 +322,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         while (have < n) {
             std::size_t got = 0;
             try {
-                got = s.read_some(buf.data() + have, buf.size() - have, left_until(deadline));
+                got = s.read_some_until(buf.data() + have, buf.size() - have, deadline);
             } catch (const io_timeout&) {
                 fail(error_kind::timeout);
                 return false;
@@ -341,7 +351,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         try {
             s = tcp_stream::connect(rs.host, o.to.port, std::min(o.timeout, left_until(rs.end)));
             rs.here().connects.add();
-            s.write_all(upgrade.data(), upgrade.size(), left_until(deadline));
+            write_all_until(s, upgrade.data(), upgrade.size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             return false;
@@ -373,8 +383,11 @@ void drive_ws(run_state& rs, std::size_t index) {
     for (;;) {
         auto now = clock::now();
         if (now >= rs.end) return;
-        if (!s.is_open() && !open(std::min(now + o.timeout, rs.end))) continue;
-        const auto turn = sched.turn(clock::now(), rs.end);
+        if (!s.is_open()) {
+            if (!open(std::min(now + o.timeout, rs.end))) continue;
+            now = clock::now();  // the handshake is not the message's time
+        }
+        const auto turn = sched.turn(now, rs.end);
         if (!turn) {
             // No message left in its schedule: the socket stays open to the
             // end (-c N sockets are open for the whole run).
@@ -385,7 +398,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
-            s.write_all(frames[which].data(), frames[which].size(), left_until(deadline));
+            write_all_until(s, frames[which].data(), frames[which].size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             continue;
@@ -419,7 +432,7 @@ void drive_ws(run_state& rs, std::size_t index) {
                     0xa, std::string_view(reinterpret_cast<const char*>(buf.data() + off), len));
                 consume(off + static_cast<std::size_t>(len));
                 try {
-                    s.write_all(pong.data(), pong.size(), left_until(deadline));
+                    write_all_until(s, pong.data(), pong.size(), deadline);
                 } catch (const std::system_error&) {
                     fail(error_kind::write);
                     break;
@@ -497,7 +510,7 @@ void drive(run_state& rs, std::size_t index) {
         }
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
-            s.write_all(req.data(), req.size(), left_until(deadline));
+            write_all_until(s, req.data(), req.size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             continue;
@@ -542,7 +555,7 @@ void drive(run_state& rs, std::size_t index) {
             }
             std::size_t n = 0;
             try {
-                n = s.read_some(buf.data() + have, buf.size() - have, left_until(deadline));
+                n = s.read_some_until(buf.data() + have, buf.size() - have, deadline);
             } catch (const io_timeout&) {
                 fail(error_kind::timeout);
                 dead = true;

@@ -230,6 +230,9 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
             now ? ws_stream_traits<Stream>::read_now(s_, buf_.get() + end_, room, ec)
                 : s_.read_some(boost::asio::buffer(buf_.get() + end_, room), ec);
         if (!ec && n == 0) ec = boost::asio::error::eof;
+        // A read that filled the buffer: this socket's messages are larger
+        // than the small buffer, so allocate for a 4 KiB one from now on.
+        if (n == room) capacity_ = large_capacity;
         end_ += n;
         return !ec;
     }
@@ -298,9 +301,15 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
     }
 
   private:
-    /// A 4 KiB message and its head arrive in one read (with 2 KiB, the
-    /// rest of one took a second recv straight into Beast's buffer).
-    static constexpr std::size_t min_capacity = 4096 + 16;
+    /// The buffer a socket starts with: small enough for malloc's
+    /// per-thread cache (a 4 KiB one went through malloc's bins, ~370
+    /// instructions a message to allocate and free again, as the buffer is
+    /// given back before each idle wait). A read that fills it moves the
+    /// socket to the large one: a 4 KiB message and its head arrive in one
+    /// read (with 2 KiB, the rest of one took a second recv straight into
+    /// Beast's buffer).
+    static constexpr std::size_t small_capacity = 1024;
+    static constexpr std::size_t large_capacity = 4096 + 16;
     /// Room for `need` buffered bytes: the unread ones moved to the front,
     /// or a larger buffer.
     void reserve(std::size_t need) {
@@ -312,7 +321,7 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
             }
             return;
         }
-        const std::size_t cap = std::max(min_capacity, need);
+        const std::size_t cap = std::max(capacity_, need);
         auto next = std::make_unique_for_overwrite<unsigned char[]>(cap);
         if (buffered() > 0) std::memcpy(next.get(), data(), buffered());
         end_ = buffered();
@@ -324,6 +333,7 @@ class ws_gate : public throwing_io<ws_gate<Stream>> {
     Stream& s_;
     std::unique_ptr<unsigned char[]> buf_;
     std::size_t cap_ = 0, begin_ = 0, end_ = 0;
+    std::size_t capacity_ = small_capacity;  ///< what the next buffer is allocated with
     std::uint64_t frame_left_ = 0;  ///< bytes of the frame Beast reads not yet handed to it
     std::string out_;               ///< a write's head and payload, coalesced
     std::optional<time_point> rd_deadline_, wr_deadline_;

@@ -458,7 +458,14 @@ class ws_session final : public websocket {
         auto& g = ws_.next_layer();
         g.set_write_deadline(deadline_in(opts_.message_timeout));
         error_code ec;
-        if (!opts_.deflate) {  // the frame Beast would write (header comment)
+        if (!opts_.deflate && data.size() <= small_message) {
+            // The frame Beast would write (header comment), built on the
+            // stack: one buffer, sent as it is.
+            unsigned char frame[10 + small_message];
+            const std::size_t n = server_frame_head(frame, data.size(), text);
+            std::memcpy(frame + n, data.data(), data.size());
+            boost::asio::write(g, boost::asio::buffer(frame, n + data.size()), ec);
+        } else if (!opts_.deflate) {  // head and payload, coalesced by the gate
             unsigned char head[10];
             const std::size_t n = server_frame_head(head, data.size(), text);
             const std::array<boost::asio::const_buffer, 2> frame{
@@ -560,10 +567,13 @@ class ws_session final : public websocket {
             to[i] = from[i] ^ key[i % 4];
     }
 
+    /// A message written from a frame built on the stack (beyond it, the
+    /// gate coalesces head and payload).
+    static constexpr std::size_t small_message = 512;
+
     /// A server's head for one whole data frame of `n` bytes (FIN, no
-    /// mask, the shortest length form) into `out`; its size.
-    static std::size_t server_frame_head(unsigned char (&out)[10], std::uint64_t n,
-                                         bool text) noexcept {
+    /// mask, the shortest length form) into `out` (10 bytes); its size.
+    static std::size_t server_frame_head(unsigned char* out, std::uint64_t n, bool text) noexcept {
         out[0] = static_cast<unsigned char>(0x80 | (text ? 0x1 : 0x2));
         if (n < 126) {
             out[1] = static_cast<unsigned char>(n);

@@ -19,14 +19,26 @@
 
 namespace smarm::http::internal {
 
-void conn_registry::add(std::uint64_t id, pid p, conn_watch* watch) {
+void conn_registry::add(pid p, conn_watch& w) {
+    w.owner = p;
     std::lock_guard g(mu_);
-    conns_.emplace(id, entry{p, watch});
+    w.prev = nullptr;
+    w.next = head_;
+    if (head_ != nullptr) head_->prev = &w;
+    head_ = &w;
 }
 
-void conn_registry::remove(std::uint64_t id) {
+void conn_registry::remove(conn_watch& w) {
     std::lock_guard g(mu_);
-    conns_.erase(id);
+    (w.prev != nullptr ? w.prev->next : head_) = w.next;
+    if (w.next != nullptr) w.next->prev = w.prev;
+    w.prev = w.next = nullptr;
+}
+
+template <class F>
+void conn_registry::each(F&& f) {
+    for (conn_watch* w = head_; w != nullptr; w = w->next)
+        f(*w);
 }
 
 template <class Pick>
@@ -34,8 +46,9 @@ void conn_registry::stop_where(Pick pick) {
     std::vector<pid> targets;
     {
         std::lock_guard g(mu_);
-        for (auto& [id, c] : conns_)
-            if (pick(*c.watch)) targets.push_back(c.id);
+        each([&](conn_watch& w) {
+            if (pick(w)) targets.push_back(w.owner);
+        });
     }
     for (pid p : targets)
         smarm::request_stop(p);
@@ -51,8 +64,9 @@ void conn_registry::stop_connections(bool idle_only) {
 // entry before its watch goes), so it is alive while mu_ is held.
 void conn_registry::notify_websockets() {
     std::lock_guard g(mu_);
-    for (auto& [id, c] : conns_)
-        c.watch->ws.post(ws_notice_slot::drain);  // not a WebSocket: not open, a no-op
+    each([](conn_watch& w) {
+        w.ws.post(ws_notice_slot::drain);  // not a WebSocket: not open, a no-op
+    });
 }
 
 // One walk for both: the idle HTTP connections to stop, the WebSockets to
@@ -61,19 +75,18 @@ void conn_registry::reap_idle(std::int64_t now) {
     std::vector<pid> targets;
     {
         std::lock_guard g(mu_);
-        for (auto& [id, c] : conns_) {
-            conn_watch& w = *c.watch;
+        each([&](conn_watch& w) {
             if (w.idle.load(std::memory_order_seq_cst) &&
                 w.reap_at.load(std::memory_order_relaxed) <= now) {
-                targets.push_back(c.id);
-                continue;
+                targets.push_back(w.owner);
+                return;
             }
             // One tick per due time: the session stores the next one.
             if (w.ws.due.load(std::memory_order_relaxed) <= now &&
                 w.ws.due.exchange(std::numeric_limits<std::int64_t>::max(),
                                   std::memory_order_relaxed) <= now)
                 w.ws.post(ws_notice_slot::tick);
-        }
+        });
     }
     for (pid p : targets)
         smarm::request_stop(p);

@@ -2,6 +2,10 @@
 // The connection registry (conn_registry.cpp): every live connection's pid
 // and watch (connection.hpp), for the drainer (stop the idle ones, or all)
 // and the reaper actor (stop the ones idle past their limit).
+//
+// The watches form an intrusive list (each lives in its connection's frame
+// and is linked there from add() to remove()): a connection costs no
+// allocation and no hashing here, two short lock holds.
 
 #include <smarm/http/config.hpp>
 #include <smarm/pid.hpp>
@@ -9,7 +13,6 @@
 #include <smarm/detail/spinlock.hpp>
 
 #include <cstdint>
-#include <unordered_map>
 
 namespace smarm::http::internal {
 
@@ -17,8 +20,10 @@ struct conn_watch;
 
 class conn_registry {
   public:
-    void add(std::uint64_t id, pid p, conn_watch* watch);
-    void remove(std::uint64_t id);
+    /// Links `watch` (which outlives its entry: remove() before it goes)
+    /// for the connection actor `p`.
+    void add(pid p, conn_watch& watch);
+    void remove(conn_watch& watch);
     /// request_stop every connection (idle_only: those parked between
     /// requests).
     void stop_connections(bool idle_only);
@@ -36,12 +41,12 @@ class conn_registry {
     template <class Pick>
     void stop_where(Pick pick);
 
-    struct entry {
-        pid id;
-        conn_watch* watch;
-    };
+    /// Calls f(watch) for every linked watch; mu_ held.
+    template <class F>
+    void each(F&& f);
+
     smarm::detail::spinlock mu_;
-    std::unordered_map<std::uint64_t, entry> conns_;  // guarded by mu_
+    conn_watch* head_ = nullptr;  // guarded by mu_ (with every watch's prev/next)
 };
 
 /// The reaper actor's body: stops connections idle past their limit and

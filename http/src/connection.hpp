@@ -156,6 +156,10 @@ struct conn_watch {
     std::atomic<std::int64_t> reap_at{0};
     /// Set while the connection is a WebSocket: its drain notice.
     ws_notice_slot ws;
+    // The registry's list (conn_registry.hpp), guarded by its lock.
+    pid owner;
+    conn_watch* prev = nullptr;
+    conn_watch* next = nullptr;
 };
 
 /// One connection's identity.

@@ -37,7 +37,7 @@ void reject(tcp_stream& conn, const server_config& cfg) {
 
 void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, tcp_stream& conn) {
     conn_watch watch;
-    st->conns.add(id, self_pid(), &watch);
+    st->conns.add(self_pid(), watch);
     // Counted here, not by the listener after it asks for the child: the
     // connection may be served and its client gone before the listener
     // runs again (stats() lagged a served connection under ASan).
@@ -45,15 +45,15 @@ void run_connection(const std::shared_ptr<server::state>& st, std::uint64_t id, 
     st->sh.active.fetch_add(1, std::memory_order_relaxed);
     struct leave {
         server::state& st;
-        std::uint64_t id;
+        conn_watch& watch;
         tcp_stream& conn;
         ~leave() {
             conn.close();
-            st.conns.remove(id);
+            st.conns.remove(watch);
             st.sh.active.fetch_sub(1, std::memory_order_relaxed);
             st.admitted.fetch_sub(1, std::memory_order_relaxed);
         }
-    } guard{*st, id, conn};
+    } guard{*st, watch, conn};
     conn_ctx c{st->sh, id, conn.peer_address(), &watch, st};
     actor_stream s(conn);
     if (st->tls) {

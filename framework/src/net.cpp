@@ -312,7 +312,11 @@ void tcp_stream::read_exact(void* buf, std::size_t n, io_deadline timeout) {
 }
 
 void tcp_stream::write_all(const void* buf, std::size_t n, io_deadline timeout) {
-    const auto deadline = deadline_of(timeout);
+    write_all_until(buf, n, deadline_of(timeout));
+}
+
+void tcp_stream::write_all_until(const void* buf, std::size_t n,
+                                 std::optional<steady::time_point> deadline) {
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
         std::size_t put = write_some_until(p, n, deadline);

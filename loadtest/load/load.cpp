@@ -259,16 +259,6 @@ std::string resolve(const std::string& host) {
     return buf;
 }
 
-/// Writes all of `p[0..n)` by `deadline` (an absolute one: no clock read
-/// per call, as the per-message reads use read_some_until).
-void write_all_until(tcp_stream& s, const char* p, std::size_t n, clock::time_point deadline) {
-    while (n > 0) {
-        const std::size_t put = s.write_some_until(p, n, deadline);
-        p += put;
-        n -= put;
-    }
-}
-
 nanoseconds left_until(clock::time_point t) {
     auto d = t - clock::now();
     return d > nanoseconds::zero() ? std::chrono::duration_cast<nanoseconds>(d) : nanoseconds(1);
@@ -351,7 +341,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         try {
             s = tcp_stream::connect(rs.host, o.to.port, std::min(o.timeout, left_until(rs.end)));
             rs.here().connects.add();
-            write_all_until(s, upgrade.data(), upgrade.size(), deadline);
+            s.write_all_until(upgrade.data(), upgrade.size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             return false;
@@ -398,7 +388,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
-            write_all_until(s, frames[which].data(), frames[which].size(), deadline);
+            s.write_all_until(frames[which].data(), frames[which].size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             continue;
@@ -432,7 +422,7 @@ void drive_ws(run_state& rs, std::size_t index) {
                     0xa, std::string_view(reinterpret_cast<const char*>(buf.data() + off), len));
                 consume(off + static_cast<std::size_t>(len));
                 try {
-                    write_all_until(s, pong.data(), pong.size(), deadline);
+                    s.write_all_until(pong.data(), pong.size(), deadline);
                 } catch (const std::system_error&) {
                     fail(error_kind::write);
                     break;
@@ -510,7 +500,7 @@ void drive(run_state& rs, std::size_t index) {
         }
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
-            write_all_until(s, req.data(), req.size(), deadline);
+            s.write_all_until(req.data(), req.size(), deadline);
         } catch (const io_timeout&) {
             fail(error_kind::timeout);
             continue;

@@ -91,6 +91,11 @@ class tcp_stream {
     void read_exact(void* buf, std::size_t n, io_deadline timeout = std::nullopt);
     /// Writes all `n` bytes; the timeout applies to the whole call.
     void write_all(const void* buf, std::size_t n, io_deadline timeout = std::nullopt);
+    /// write_all by an absolute deadline (nullopt: none): no clock read,
+    /// for a caller that already has the deadline (write_some_until's rule
+    /// for a deadline already past).
+    void write_all_until(const void* buf, std::size_t n,
+                         std::optional<std::chrono::steady_clock::time_point> deadline);
 
     /// shutdown(2): SHUT_RD, SHUT_WR or SHUT_RDWR.
     void shutdown(int how = SHUT_WR);

@@ -1,17 +1,16 @@
 // smarm-load's engine (load.hpp).
 //
 // Threads: the connection actors and the progress actor run on the runtime's
-// schedulers. The counts are kept per OS thread (`stats_shard`), not per
-// connection: a connection actor counts into the shard of the thread it runs
-// on (run_state::here), taken right before it counts, with nothing that can
-// park or yield in between, so one actor at a time writes a shard (an actor
-// moves between threads only when it parks or yields). Per connection they
-// were ~40 KiB each (10,000 sockets: 400 MB), cold in cache at every message
-// with 1,024 sockets, and the progress actor walked all of them each second.
-// The progress actor reads the shards (relaxed loads of single-writer
-// counters, see histogram.hpp; the list under shards_mu) and run() reads
-// them after joining every connection (join is the synchronisation point
-// for the final report).
+// schedulers. The counts are kept per OS thread (`stats_shard` in a
+// smarm::detail::thread_shards), not per connection: a connection actor
+// counts into the shard of the thread it runs on (run_state::here), taken
+// right before it counts, with nothing that can park or yield in between,
+// so one actor at a time writes a shard. Per connection they were ~40 KiB
+// each (10,000 sockets: 400 MB), cold in cache at every message with 1,024
+// sockets, and the progress actor walked all of them each second. The
+// progress actor reads the shards (relaxed loads of single-writer counters,
+// see histogram.hpp) and run() reads them after joining every connection
+// (join is the synchronisation point for the final report).
 
 #include "load.hpp"
 
@@ -19,6 +18,8 @@
 #include <smarm/io.hpp>
 #include <smarm/net.hpp>
 #include <smarm/runtime.hpp>
+
+#include <smarm/detail/thread_shards.hpp>
 
 #include <boost/beast/http/basic_parser.hpp>
 // Boost.JSON header-only: its sources are compiled into this one unit.
@@ -183,39 +184,11 @@ struct run_state {
     clock::time_point start, measure_from, end;
     const std::size_t kinds;
 
-    /// The calling thread's shard of this run, made at its first count.
-    /// Count into it at once: nothing that parks or yields in between.
-    /// Out of line and opaque to the optimizer: the thread_local must be
-    /// read on the thread the actor runs on now, and GCC keeps a TLS
-    /// address across a context switch otherwise (HACKING.md's traps).
-    [[gnu::noinline, gnu::noipa]] stats_shard& here() {
-        thread_local struct {
-            std::uint64_t run = 0;
-            stats_shard* shard = nullptr;
-        } mine;
-        if (mine.run != id) [[unlikely]] {
-            no_preempt hold;  // registered for this thread, used on it
-            auto made = std::make_unique<stats_shard>(kinds);
-            std::lock_guard g(shards_mu);
-            shards.push_back(std::move(made));
-            mine = {id, shards.back().get()};
-        }
-        return *mine.shard;
-    }
-    /// Calls f(shard) for every shard made so far.
-    template <class F>
-    void each_shard(F&& f) {
-        std::lock_guard g(shards_mu);
-        for (auto& sh : shards)
-            f(*sh);
-    }
-
-  private:
-    /// Distinct per run (a later run at the same address is another run).
-    static inline std::atomic<std::uint64_t> next_id{1};
-    const std::uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
-    std::mutex shards_mu;
-    std::vector<std::unique_ptr<stats_shard>> shards;  // guarded by shards_mu
+    /// The calling thread's shard of this run (smarm/detail/thread_shards.hpp):
+    /// count into it at once, nothing that parks or yields in between.
+    stats_shard& here() { return shards.mine(); }
+    smarm::detail::thread_shards<stats_shard> shards{
+        [k = kinds] { return std::make_unique<stats_shard>(k); }};
 };
 
 /// One connection's send schedule: open loop, rate / connections sends
@@ -684,7 +657,7 @@ report run(const options& o) {
                 if (r.status != recv_status::timeout) return;
                 histogram h;
                 std::uint64_t errors = 0;
-                rs.each_shard([&](const stats_shard& c) {
+                rs.shards.each([&](const stats_shard& c) {
                     c.latency.merge_into(h);
                     for (auto& e : c.errors)
                         errors += e.get();
@@ -710,7 +683,7 @@ report run(const options& o) {
 
     report r;
     r.seconds = std::chrono::duration<double>(o.duration).count();
-    rs.each_shard([&](const stats_shard& c) {
+    rs.shards.each([&](const stats_shard& c) {
         c.latency.merge_into(r.latency);
         r.requests += c.requests.get();
         r.bytes += c.bytes.get();

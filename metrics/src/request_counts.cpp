@@ -14,11 +14,6 @@ namespace smarm::metrics::internal {
 
 namespace {
 
-/// Bumps a count only its owner thread writes (no read-modify-write).
-void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) {
-    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
-
 /// request_counts::bounds in nanoseconds.
 const std::array<std::int64_t, request_counts::bounds.size()> bounds_ns = [] {
     std::array<std::int64_t, request_counts::bounds.size()> out{};
@@ -26,20 +21,6 @@ const std::array<std::int64_t, request_counts::bounds.size()> bounds_ns = [] {
         out[i] = static_cast<std::int64_t>(request_counts::bounds[i] * 1e9 + 0.5);
     return out;
 }();
-
-std::atomic<std::uint64_t> next_id{1};
-
-struct thread_cache {
-    std::uint64_t id = 0;  ///< the request_counts instance `s` belongs to
-    void* s = nullptr;
-};
-
-/// This thread's cache, reached through a call GCC may not fold (the TLS
-/// rule in request_counts.hpp).
-[[gnu::noinline, gnu::noipa]] thread_cache& this_thread_cache() {
-    thread_local thread_cache c;
-    return c;
-}
 
 }  // namespace
 
@@ -57,9 +38,6 @@ struct request_counts::shard {
         std::atomic<std::uint64_t> sum_ns{0};
     };
 
-    explicit shard(std::thread::id o) : owner(o) {}
-
-    const std::thread::id owner;
     mutable std::mutex grow;  ///< the owner adding, or the scraper reading the lists
     std::deque<series> all_series;
     std::deque<timing> timings;
@@ -91,26 +69,13 @@ struct request_counts::shard {
     }
 };
 
-request_counts::request_counts() : id_(next_id.fetch_add(1, std::memory_order_relaxed)) {}
+request_counts::request_counts() : shards_([] { return std::make_unique<shard>(); }) {}
 
 request_counts::~request_counts() = default;
 
-request_counts::shard& request_counts::mine() {
-    thread_cache& c = this_thread_cache();
-    if (c.id == id_) return *static_cast<shard*>(c.s);
-    const std::thread::id self = std::this_thread::get_id();
-    std::lock_guard g(mu_);
-    shard* found = nullptr;
-    for (auto& s : shards_)
-        if (s->owner == self) found = s.get();
-    if (found == nullptr) found = shards_.emplace_back(std::make_unique<shard>(self)).get();
-    c.id = id_;
-    c.s = found;
-    return *found;
-}
-
 void request_counts::observe(const http::request_record& r) {
-    shard& s = mine();
+    using smarm::detail::bump;
+    shard& s = shards_.mine();
     bump(s.find(r.route, r.method, r.status).count);
     shard::timing& t = s.find(r.route);
     const std::int64_t d = std::max<std::int64_t>(r.duration.count(), 0);
@@ -129,20 +94,17 @@ void request_counts::collect(std::vector<prometheus::MetricFamily>& out) const {
         std::uint64_t sum_ns = 0;
     };
     std::map<std::string, merged> timings;
-    {
-        std::lock_guard g(mu_);
-        for (const auto& s : shards_) {
-            std::lock_guard lists(s->grow);
-            for (const shard::series& x : s->all_series)
-                counts[key{x.method, x.route, x.status}] += x.count.load(std::memory_order_relaxed);
-            for (const shard::timing& x : s->timings) {
-                merged& m = timings[x.route];
-                for (std::size_t i = 0; i < m.buckets.size(); ++i)
-                    m.buckets[i] += x.buckets[i].load(std::memory_order_relaxed);
-                m.sum_ns += x.sum_ns.load(std::memory_order_relaxed);
-            }
+    shards_.each([&](const shard& s) {
+        std::lock_guard lists(s.grow);
+        for (const shard::series& x : s.all_series)
+            counts[key{x.method, x.route, x.status}] += x.count.load(std::memory_order_relaxed);
+        for (const shard::timing& x : s.timings) {
+            merged& m = timings[x.route];
+            for (std::size_t i = 0; i < m.buckets.size(); ++i)
+                m.buckets[i] += x.buckets[i].load(std::memory_order_relaxed);
+            m.sum_ns += x.sum_ns.load(std::memory_order_relaxed);
         }
-    }
+    });
     prometheus::MetricFamily requests{"smarm_http_requests_total",
                                       "HTTP requests answered, by route pattern, method and status.",
                                       prometheus::MetricType::Counter, {}};

@@ -10,28 +10,21 @@
 // cores: smarm-server without the observer used 6% less CPU per request
 // (ab_http ka_t2_c256, issue 23).
 //
-// Invariants:
-// - A shard belongs to one OS thread (its `owner`) and only that thread
-//   writes its counts: each is a relaxed load and a relaxed store of the
-//   value plus one (no read-modify-write). The scraper's relaxed loads see
-//   each count whole and never decreasing; a scrape may miss the requests
-//   being counted while it reads (the next scrape has them), and the
-//   histogram's count, sum and buckets of one route may be read at
-//   slightly different moments.
+// Invariants (smarm/detail/thread_shards.hpp has the per-thread ones):
+// - A shard's counts are written only by its thread (detail::bump). The
+//   scraper may miss the requests being counted while it reads (the next
+//   scrape has them), and the histogram's count, sum and buckets of one
+//   route may be read at slightly different moments.
 // - A shard's series and timings only grow (std::deque: an element never
 //   moves). Only the owner adds, under the shard's `grow` lock; the owner
 //   finds without the lock (it is the only writer of the containers), the
 //   scraper reads the containers under the lock. Names are written before
-//   an element is added and never after.
-// - Shards live as long as the request_counts (a thread that ends leaves
-//   its counts, which the families keep reporting). A thread reaches its
-//   shard through a thread-local (instance id, shard) pair read through a
-//   noipa accessor (HACKING.md: GCC caches TLS across a context switch);
-//   observe() never parks, so the pair is used on the thread it was read
-//   on. Instance ids are never reused, so a pair left from a destroyed
-//   instance never matches a new one.
+//   an element is added and never after. observe() never parks, so the
+//   shard it took is used on its thread.
 
 #include <smarm/http/config.hpp>
+
+#include <smarm/detail/thread_shards.hpp>
 
 #include <prometheus/metric_family.h>
 
@@ -66,11 +59,7 @@ class request_counts {
 
   private:
     struct shard;
-    shard& mine();
-
-    const std::uint64_t id_;
-    mutable std::mutex mu_;  ///< guards shards_ (not their counts)
-    std::vector<std::unique_ptr<shard>> shards_;
+    smarm::detail::thread_shards<shard> shards_;
 };
 
 }  // namespace smarm::metrics::internal

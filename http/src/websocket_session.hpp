@@ -458,19 +458,20 @@ class ws_session final : public websocket {
         auto& g = ws_.next_layer();
         g.set_write_deadline(deadline_in(opts_.message_timeout));
         error_code ec;
-        if (!opts_.deflate && data.size() <= small_message) {
+        if (!opts_.deflate) {
             // The frame Beast would write (header comment), built on the
-            // stack: one buffer, sent as it is.
+            // stack and sent as one buffer when small; else head and
+            // payload, which the gate coalesces.
             unsigned char frame[10 + small_message];
             const std::size_t n = server_frame_head(frame, data.size(), text);
-            std::memcpy(frame + n, data.data(), data.size());
-            boost::asio::write(g, boost::asio::buffer(frame, n + data.size()), ec);
-        } else if (!opts_.deflate) {  // head and payload, coalesced by the gate
-            unsigned char head[10];
-            const std::size_t n = server_frame_head(head, data.size(), text);
-            const std::array<boost::asio::const_buffer, 2> frame{
-                boost::asio::buffer(head, n), boost::asio::buffer(data.data(), data.size())};
-            boost::asio::write(g, frame, ec);
+            if (data.size() <= small_message) {
+                std::memcpy(frame + n, data.data(), data.size());
+                boost::asio::write(g, boost::asio::buffer(frame, n + data.size()), ec);
+            } else {
+                const std::array<boost::asio::const_buffer, 2> parts{
+                    boost::asio::buffer(frame, n), boost::asio::buffer(data.data(), data.size())};
+                boost::asio::write(g, parts, ec);
+            }
         } else {
             ws_.text(text);
             ws_.write(boost::asio::buffer(data.data(), data.size()), ec);
@@ -533,7 +534,7 @@ class ws_session final : public websocket {
         if (!h) return false;
         const unsigned op = h->b0 & 0x0f;
         const unsigned len7 = h->b1 & 0x7f;
-        if ((h->b0 & 0xf0) != 0x80 || (op != 0x1 && op != 0x2) || !(h->b1 & 0x80) ||
+        if (!final_plain_masked(*h) || (op != 0x1 && op != 0x2) ||
             (len7 == 126 && h->payload < 126) || (len7 == 127 && h->payload <= 0xffff) ||
             h->payload > opts_.max_message || g.buffered() - h->size < h->payload)
             return false;
@@ -586,11 +587,16 @@ class ws_session final : public websocket {
         return 2 + ext;
     }
 
+    /// FIN set, no RSV bit, masked: what both of the session's own paths
+    /// (take_whole, plain_control) ask of a frame before its opcode.
+    static bool final_plain_masked(const ws_frame_head& h) noexcept {
+        return (h.b0 & 0xf0) == 0x80 && (h.b1 & 0x80) != 0;
+    }
+
     /// A well-formed ping or pong: what the session answers itself.
     static bool plain_control(const ws_frame_head& h) noexcept {
         const unsigned op = h.b0 & 0x0f;
-        return (h.b0 & 0xf0) == 0x80 && (op == 0x9 || op == 0xa) && (h.b1 & 0x80) &&
-               h.payload <= 125;
+        return final_plain_masked(h) && (op == 0x9 || op == 0xa) && h.payload <= 125;
     }
 
     /// A whole close frame whose code no endpoint may send: 5000 and above

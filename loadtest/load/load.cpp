@@ -215,7 +215,19 @@ struct schedule {
         next += interval;
         return t;
     }
+    /// A turn intended at `intended` whose `timeout` ran out by `now`
+    /// before it could be sent: a timeout the server never sees (load.hpp).
+    static bool expired(clock::time_point intended, clock::time_point now,
+                        nanoseconds timeout) noexcept {
+        return now - intended >= timeout;
+    }
 };
+
+/// Counts a timeout of a message that was never sent (schedule::expired).
+void count_unsent(run_state& rs) {
+    if (clock::now() < rs.end)
+        rs.here().errors[static_cast<std::size_t>(error_kind::timeout)].add();
+}
 
 /// Resolves once, so a connection per request does not resolve per request.
 std::string resolve(const std::string& host) {
@@ -358,6 +370,10 @@ void drive_ws(run_state& rs, std::size_t index) {
             return;
         }
         const auto intended = *turn;
+        if (schedule::expired(intended, now, o.timeout)) {
+            count_unsent(rs);
+            continue;
+        }
         const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
         const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
@@ -451,10 +467,15 @@ void drive(run_state& rs, std::size_t index) {
         const auto turn = sched.turn(now, rs.end);
         if (!turn) return;
         const auto intended = *turn;
+        if (schedule::expired(intended, now, o.timeout)) {
+            count_unsent(rs);
+            continue;
+        }
+        const auto deadline = std::min(intended + o.timeout, rs.end);
         if (!s.is_open()) {
             try {
-                s = tcp_stream::connect(rs.host, o.to.port,
-                                        std::min(o.timeout, left_until(rs.end)));
+                // The connect is part of the request's time (--timeout).
+                s = tcp_stream::connect(rs.host, o.to.port, left_until(deadline));
                 rs.here().connects.add();
             } catch (const io_timeout&) {
                 fail(error_kind::timeout);
@@ -471,7 +492,6 @@ void drive(run_state& rs, std::size_t index) {
             which = o.mix.pick(rng);
             o.mix.render(which, rng, seq, index, o.to.host_header, !o.keep_alive, req);
         }
-        const auto deadline = std::min(intended + o.timeout, rs.end);
         try {
             s.write_all_until(req.data(), req.size(), deadline);
         } catch (const io_timeout&) {

@@ -9,7 +9,12 @@
 // connections) and a request's latency is measured from the moment the
 // schedule intended to send it, not from when it was sent, so a stalled
 // server is charged for the requests it kept from being sent (coordinated
-// omission, corrected as wrk2 does).
+// omission, corrected as wrk2 does). The timeout runs from that moment too,
+// and a request whose timeout has passed before its connection is free to
+// send it is counted as a timeout and never sent: its user gave up. Sending
+// it would only make the server do work nobody waits for, and a connection
+// lost to it; after a stall of the timeout or longer, the run would never
+// catch up (found by the soak with a 6 s SIGSTOP: 500 req/s after it).
 //
 // Latency is measured from the write (closed loop) or the intended send
 // time (open loop) to the last byte of the response; with a connection per

@@ -69,7 +69,10 @@ int main(int argc, char** argv) {
                    "for coordinated omission (default: closed loop)")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--close", close, "a new connection per request (Connection: close)");
-    app.add_option("--timeout", timeout, "per request, connect included (default 5s)");
+    app.add_option(
+        "--timeout", timeout,
+        "per request, connect included; open loop: from its intended send, and a request whose "
+        "time ran out before it could be sent is a timeout never sent (default 5s)");
     app.add_option("-m,--method", method, "request method (default GET)");
     app.add_option("-b,--body", body, "request body size in bytes (default 0)");
     app.add_option("-H,--header", headers, "extra header \"Name: value\" (repeatable)");

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include <smarm_test/http_client.hpp>
 #include "load.hpp"
@@ -307,6 +308,38 @@ TEST(LoadRun, OpenLoopChargesAStallToTheRequestsItDelayed) {
             slow += counts[i];
         EXPECT_GE(slow, 10u) << "open-loop latency must include the wait behind the stall";
     });
+}
+
+TEST(LoadRun, OpenLoopNeverSendsARequestWhoseTimeoutHasPassed) {
+    // One connection at 200 req/s with a 100 ms timeout; the one scheduler
+    // (the loader's and the server's) is blocked for 500 ms. The ~100
+    // requests whose time ran out meanwhile are timeouts that never reach
+    // the server: sending them would cost it their work and the loader a
+    // connection each (after a long stall a run never caught up).
+    std::atomic<std::uint64_t> served{0};
+    with_server(
+        {}, counting_routes(served),
+        [&](http::server& srv, std::uint16_t port) {
+            auto o = quick(port, "/ok");
+            o.connections = 1;
+            o.rate = 200;
+            o.timeout = 100ms;
+            o.duration = 1200ms;
+            // The blocker holds the one scheduler's thread, not only its actor.
+            auto blocker = smarm::spawn([] {
+                smarm::sleep(300ms);
+                std::this_thread::sleep_for(500ms);
+            });
+            auto r = load::run(o);
+            (void)blocker.join();
+            const auto timeouts = r.errors[static_cast<std::size_t>(load::error_kind::timeout)];
+            EXPECT_GE(timeouts, 50u) << "the blocked half second's requests must time out";
+            EXPECT_LE(served.load(), r.requests + 2)
+                << "requests sent after their timeout: " << served.load() - r.requests;
+            EXPECT_LE(r.connects, 3u);
+            EXPECT_LE(srv.stats().accepted, 3u) << "connections opened for requests already late";
+        },
+        1);
 }
 
 TEST(LoadRun, StatusesAndScenarioEntriesAreCounted) {

@@ -44,7 +44,8 @@ http::response kv_server::handle_call(http::request req) {
                 return http::response(
                     http::status::payload_too_large,
                     "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
-            if (auto why = logged([&] { log_->put(key, req.body()); })) return storage_failed(*why);
+            if (auto why = logged("a write", [&] { log_->put(key, req.body()); }))
+                return storage_failed(*why);
             const bool fresh = current(key) == nullptr;
             const auto answer = fresh ? http::status::created : http::status::no_content;
             if (staging()) {
@@ -61,7 +62,8 @@ http::response kv_server::handle_call(http::request req) {
         case http::verb::delete_: {
             if (current(key) == nullptr)
                 return http::response(http::status::not_found, "no such key\n");
-            if (auto why = logged([&] { log_->erase(key); })) return storage_failed(*why);
+            if (auto why = logged("a write", [&] { log_->erase(key); }))
+                return storage_failed(*why);
             if (staging()) {
                 staged_.insert_or_assign(std::move(key), std::nullopt);
                 return stage(http::response(http::status::no_content));
@@ -93,7 +95,7 @@ void kv_server::handle_timer(std::uint64_t) {
     unsynced_.clear();
     auto staged = std::move(staged_);
     staged_.clear();
-    if (auto why = logged([this] { log_->sync(); })) {
+    if (auto why = logged("a group sync", [this] { log_->sync(); })) {
         // The log has cut the group's records: none of them is stored.
         for (auto& [to, r] : batch)
             (void)to.send(storage_failed(*why));
@@ -122,15 +124,26 @@ http::response kv_server::storage_failed(const std::string& why) const {
 }
 
 template <class F>
-std::optional<std::string> kv_server::logged(F&& write) {
+std::optional<std::string> kv_server::logged(const char* what, F&& write) {
     if (!log_) return std::nullopt;
     // On-CPU only: the pool thread's write and fsync are outside the site
     // (the causal profiler's IO rule; README "Causal profiling").
     auto site = SMARM_CAUSAL_SITE("kv.log");
+    const auto start = std::chrono::steady_clock::now();
+    // Every kv request, reads included, waits while this one is on the
+    // disk: a slow disk is named in the log, not only seen as timeouts.
+    auto slow = [&] {
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        if (took >= slow_io)
+            spdlog::warn("kv: {} to {} took {:.2f} s; every kv request waited for it", what,
+                         opts_.log_path, took.count());
+    };
     try {
         smarm::block_on_io([&] { write(); });
+        slow();
         return std::nullopt;
     } catch (const std::system_error& e) {
+        slow();
         spdlog::error("kv: {}", e.what());
         return e.code().message();
     }

@@ -63,9 +63,11 @@ class kv_server : public gen_server<http::request, http::response> {
   private:
     http::response list(const http::request& req) const;
     /// Runs a log write on the blocking pool: nullopt when it succeeded (or
-    /// there is no log), else why it failed (logged).
+    /// there is no log), else why it failed (logged). `what` names it in the
+    /// warning logged when it takes slow_io or longer.
     template <class F>
-    std::optional<std::string> logged(F&& write);
+    std::optional<std::string> logged(const char* what, F&& write);
+    static constexpr std::chrono::seconds slow_io{1};
     http::response storage_failed(const std::string& why) const;
     void compact();
     /// The value a new write sees: staged (group mode) over acknowledged.

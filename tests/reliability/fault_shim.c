@@ -22,8 +22,10 @@
 //               argument; for the other file calls the path the fd was
 //               opened with), `sock` for sockets, `*` for any fd
 //   effect      an errno name (ENOSPC, EIO, EMFILE, ENFILE, ECONNRESET,
-//               EINTR, EPIPE), or `short`: write only half of what was asked
-//               (at least one byte) and return the count
+//               EINTR, EPIPE), `short`: write only half of what was asked
+//               (at least one byte) and return the count, or `slowMS`
+//               (`slow1500`): sleep MS milliseconds, then make the real
+//               call (a slow disk or a stalled peer)
 //   probability 0..1 per matching call
 //   limit       at most this many injections by this rule (default: no limit)
 //
@@ -61,13 +63,15 @@ static const char* const op_names[OP_COUNT] = {"open",      "write",  "fdatasync
                                                "accept",    "send",   "recv"};
 
 #define EFFECT_SHORT (-1)
+#define EFFECT_SLOW (-2)  // with rule.delay_ms; pick() sleeps and lets the call through
 #define MAX_RULES 32
 #define MAX_FDS 65536
 
 struct rule {
     enum op op;
     char target[128];
-    int effect;  // an errno, or EFFECT_SHORT
+    int effect;  // an errno, EFFECT_SHORT or EFFECT_SLOW
+    long delay_ms;  // EFFECT_SLOW
     double probability;
     long limit;  // < 0: none
     atomic_long used;
@@ -132,7 +136,7 @@ static void resolve(void) {
     atomic_store_explicit(&resolved, 1, memory_order_release);
 }
 
-static int errno_named(const char* s) {
+static int errno_named(const char* s, long* delay_ms) {
     static const struct {
         const char* name;
         int value;
@@ -141,6 +145,13 @@ static int errno_named(const char* s) {
                  {"EPIPE", EPIPE},   {"EDQUOT", EDQUOT}, {"ENOMEM", ENOMEM},
                  {"EAGAIN", EAGAIN}};
     if (strcmp(s, "short") == 0) return EFFECT_SHORT;
+    if (strncmp(s, "slow", 4) == 0) {
+        char* end = NULL;
+        long ms = strtol(s + 4, &end, 10);
+        if (end == s + 4 || *end != '\0' || ms <= 0) return 0;
+        *delay_ms = ms;
+        return EFFECT_SLOW;
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         if (strcmp(s, names[i].name) == 0) return names[i].value;
     return 0;
@@ -148,6 +159,7 @@ static int errno_named(const char* s) {
 
 static const char* effect_name(int e) {
     if (e == EFFECT_SHORT) return "short";
+    if (e == EFFECT_SLOW) return "slow";
     switch (e) {
         case ENOSPC: return "ENOSPC";
         case EIO: return "EIO";
@@ -181,7 +193,8 @@ static struct rules* parse(const char* text) {
         int which = -1;
         for (int i = 0; i < OP_COUNT; ++i)
             if (strcmp(op, op_names[i]) == 0) which = i;
-        r->effect = errno_named(effect);
+        r->delay_ms = 0;
+        r->effect = errno_named(effect, &r->delay_ms);
         if (got < 4 || which < 0 || r->effect == 0) {
             fprintf(stderr, "fault_shim: ignoring the malformed rule \"%s\"\n", item);
             continue;
@@ -235,6 +248,12 @@ static int pick(enum op op, int fd, const char* path) {
         if (uniform() >= r->probability) continue;
         if (r->limit >= 0 && atomic_fetch_add(&r->used, 1) >= r->limit) continue;
         note(op, r->target, r->effect);
+        if (r->effect == EFFECT_SLOW) {
+            struct timespec d = {r->delay_ms / 1000, (r->delay_ms % 1000) * 1000000L};
+            while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+            }
+            return 0;
+        }
         return r->effect;
     }
     return 0;

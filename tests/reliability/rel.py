@@ -176,15 +176,16 @@ DOCUMENTED = {"200", "201", "204", "404", "503", "504"}
 ABSENT = None  # a key that must not (or may not) be stored
 
 
-def load(binary, port, path, args, seconds, timeout="5s"):
-    """Starts smarm-load at 127.0.0.1:port (one thread, quiet, a JSON
-    report) for `seconds`; `args` adds options (-c, -s SCENARIO, -R, ...).
+def load(binary, port, path, args, seconds, timeout="5s", progress=False):
+    """Starts smarm-load at 127.0.0.1:port (one thread, a JSON report) for
+    `seconds`; `args` adds options (-c, -s SCENARIO, -R, ...). Quiet unless
+    `progress`: then load_report() returns its per-second lines too.
     Returns the run for load_report()."""
     fd, out = tempfile.mkstemp(prefix="smarm-rel-load-", suffix=".json")
     os.close(fd)
     p = subprocess.Popen([binary, f"http://127.0.0.1:{port}{path}", "-t", "1",
-                          "-d", f"{int(seconds)}s", "--timeout", timeout, "-q", "--json", out,
-                          *args],
+                          "-d", f"{int(seconds)}s", "--timeout", timeout,
+                          *([] if progress else ["-q"]), "--json", out, *args],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return p, out
 
@@ -194,13 +195,16 @@ def scenario(name):
 
 
 def load_report(run, timeout=120):
-    """Waits for a load() run to end; fails unless it exited 0; its report."""
+    """Waits for a load() run to end; fails unless it exited 0; its report
+    (with "progress": its per-second lines, when it printed them)."""
     p, out = run
     _, err = p.communicate(timeout=timeout)
     check(p.returncode == 0, f"smarm-load exited {p.returncode}: {err.decode()[-500:]}")
     with open(out) as f:
         r = json.load(f)
     os.unlink(out)
+    r["progress"] = [line for line in err.decode(errors="replace").splitlines()
+                     if line.startswith("[")]
     return r
 
 

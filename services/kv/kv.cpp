@@ -15,10 +15,23 @@
 
 namespace smarm::services {
 
+namespace {
+
+/// A slow disk is named in the log, not only seen as timeouts.
+/// `who` names what waited for it.
+void warn_if_slow(const char* what, const std::string& path,
+                  std::chrono::steady_clock::time_point start, const char* who) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (took >= std::chrono::seconds(1))
+        spdlog::warn("kv: {} to {} took {:.2f} s; {} waited for it", what, path, took.count(), who);
+}
+
+}  // namespace
+
 kv_server::kv_server(kv_options o) : opts_(std::move(o)) {
     if (opts_.log_path.empty()) return;
     log_ = smarm::block_on_io([this] {
-        return std::make_unique<kv_log>(opts_.log_path, opts_.sync, opts_.compact_bytes, data_);
+        return std::make_shared<kv_log>(opts_.log_path, opts_.sync, opts_.compact_bytes, data_);
     });
 }
 
@@ -30,86 +43,144 @@ const std::string* kv_server::current(std::string_view key) const {
 
 http::response kv_server::handle_call(http::request req) {
     if (req.route() == "/kv") return list(req);
-    std::string key(req.param("key").value_or(""));
     switch (req.method()) {
         case http::verb::get:
         case http::verb::head: {
             // What is acknowledged, never a write still waiting for its sync.
-            auto it = data_.find(key);
+            auto it = data_.find(req.param("key").value_or(""));
             if (it == data_.end()) return http::response(http::status::not_found, "no such key\n");
             return http::response(http::status::ok, it->second, "application/octet-stream");
         }
-        case http::verb::put: {
-            if (req.body().size() > opts_.value_limit)
-                return http::response(
-                    http::status::payload_too_large,
-                    "value larger than " + std::to_string(opts_.value_limit) + " bytes\n");
-            if (auto why = logged("a write", [&] { log_->put(key, req.body()); }))
-                return storage_failed(*why);
-            const bool fresh = current(key) == nullptr;
-            const auto answer = fresh ? http::status::created : http::status::no_content;
-            if (staging()) {
-                staged_.insert_or_assign(std::move(key), std::move(req.body()));
-                return stage(http::response(answer));
-            }
-            {
-                auto site = SMARM_CAUSAL_SITE("kv.map");
-                data_.insert_or_assign(std::move(key), std::move(req.body()));
-                compact();
-            }
-            return http::response(answer);
-        }
+        case http::verb::put:
         case http::verb::delete_: {
-            if (current(key) == nullptr)
-                return http::response(http::status::not_found, "no such key\n");
-            if (auto why = logged("a write", [&] { log_->erase(key); }))
-                return storage_failed(*why);
-            if (staging()) {
-                staged_.insert_or_assign(std::move(key), std::nullopt);
-                return stage(http::response(http::status::no_content));
+            if (syncing_) {  // after the running group's sync (kv.hpp)
+                held_.emplace_back(std::move(req), defer_reply());
+                return http::response();  // discarded
             }
-            {
-                auto site = SMARM_CAUSAL_SITE("kv.map");
-                data_.erase(key);
-                compact();
-            }
-            return http::response(http::status::no_content);
+            auto [answer, staged] = write(req);
+            if (!staged) return answer;
+            answer_after_sync(defer_reply(), std::move(answer));
+            return http::response();  // discarded: the answer goes out after the sync
         }
         default:
             return http::response(http::status::method_not_allowed, "method not allowed\n");
     }
 }
 
-http::response kv_server::stage(http::response r) {
-    unsynced_.emplace_back(defer_reply(), std::move(r));
+std::pair<http::response, bool> kv_server::write(http::request& req) {
+    std::string key(req.param("key").value_or(""));
+    if (req.method() == http::verb::put) {
+        if (req.body().size() > opts_.value_limit)
+            return {http::response(
+                        http::status::payload_too_large,
+                        "value larger than " + std::to_string(opts_.value_limit) + " bytes\n"),
+                    false};
+        if (auto why = logged("a write", [&] { log_->put(key, req.body()); }))
+            return {storage_failed(*why), false};
+        const auto answer =
+            current(key) == nullptr ? http::status::created : http::status::no_content;
+        if (staging()) {
+            staged_.insert_or_assign(std::move(key), std::move(req.body()));
+            return {http::response(answer), true};
+        }
+        {
+            auto site = SMARM_CAUSAL_SITE("kv.map");
+            data_.insert_or_assign(std::move(key), std::move(req.body()));
+            compact();
+        }
+        return {http::response(answer), false};
+    }
+    if (current(key) == nullptr)
+        return {http::response(http::status::not_found, "no such key\n"), false};
+    if (auto why = logged("a write", [&] { log_->erase(key); }))
+        return {storage_failed(*why), false};
+    if (staging()) {
+        staged_.insert_or_assign(std::move(key), std::nullopt);
+        return {http::response(http::status::no_content), true};
+    }
+    {
+        auto site = SMARM_CAUSAL_SITE("kv.map");
+        data_.erase(key);
+        compact();
+    }
+    return {http::response(http::status::no_content), false};
+}
+
+void kv_server::answer_after_sync(reply_to<http::response> to, http::response r) {
+    unsynced_.emplace_back(std::move(to), std::move(r));
     if (!group_armed_) {
         group_armed_ = true;
         arm_after(opts_.group_interval, 1);
     }
-    return http::response();  // discarded: the answer goes out after the sync
 }
 
 void kv_server::handle_timer(std::uint64_t) {
     group_armed_ = false;
-    auto batch = std::move(unsynced_);
+    in_sync_ = std::move(unsynced_);
     unsynced_.clear();
-    auto staged = std::move(staged_);
+    in_sync_staged_ = std::move(staged_);
     staged_.clear();
-    if (auto why = logged("a group sync", [this] { log_->sync(); })) {
+    syncing_ = true;
+    auto sync_here = [this] { finish_group(logged("a group sync", [this] { log_->sync(); })); };
+    if (!self_) return sync_here();  // no inbox to be told through
+    // The sync actor holds the log (not the server): a server stopped
+    // meanwhile frees nothing the sync still uses, and its report then
+    // goes to a closed inbox.
+    auto sync = [log = log_, to = self_, path = opts_.log_path] {
+        const auto start = std::chrono::steady_clock::now();
+        kv_group_synced done;
+        try {
+            smarm::block_on_io([&] { log->sync(); });
+        } catch (const std::system_error& e) {
+            spdlog::error("kv: {}", e.what());
+            done.error = e.code().message();
+        }
+        warn_if_slow("a group sync", path, start, "the group's writes");
+        (void)to.send(std::move(done));
+    };
+    try {
+        (void)spawn(std::move(sync));
+    } catch (const spawn_error& e) {  // no actor to spare: the server waits instead
+        spdlog::warn("kv: the group sync runs in the server ({})", e.what());
+        sync_here();
+    }
+}
+
+void kv_server::handle_info(kv_group_synced done) {
+    finish_group(done.error);
+}
+
+void kv_server::finish_group(const std::optional<std::string>& error) {
+    syncing_ = false;
+    auto batch = std::move(in_sync_);
+    in_sync_.clear();
+    auto staged = std::move(in_sync_staged_);
+    in_sync_staged_.clear();
+    if (error) {
         // The log has cut the group's records: none of them is stored.
         for (auto& [to, r] : batch)
-            (void)to.send(storage_failed(*why));
-        return;
+            (void)to.send(storage_failed(*error));
+    } else {
+        for (auto& [k, v] : staged) {
+            if (v)
+                data_.insert_or_assign(k, std::move(*v));
+            else
+                data_.erase(k);
+        }
+        compact();
+        for (auto& [to, r] : batch)
+            (void)to.send(std::move(r));
     }
-    for (auto& [k, v] : staged) {
-        if (v)
-            data_.insert_or_assign(k, std::move(*v));
+    // The writes held during the sync, in their order, into the next group.
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& [req, to] : held) {
+        auto [answer, staged_now] = write(req);
+        if (staged_now)
+            answer_after_sync(std::move(to), std::move(answer));
         else
-            data_.erase(k);
+            (void)to.send(std::move(answer));
     }
-    compact();
-    for (auto& [to, r] : batch)
-        (void)to.send(std::move(r));
 }
 
 http::response kv_server::storage_failed(const std::string& why) const {
@@ -130,20 +201,12 @@ std::optional<std::string> kv_server::logged(const char* what, F&& write) {
     // (the causal profiler's IO rule; README "Causal profiling").
     auto site = SMARM_CAUSAL_SITE("kv.log");
     const auto start = std::chrono::steady_clock::now();
-    // Every kv request, reads included, waits while this one is on the
-    // disk: a slow disk is named in the log, not only seen as timeouts.
-    auto slow = [&] {
-        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-        if (took >= slow_io)
-            spdlog::warn("kv: {} to {} took {:.2f} s; every kv request waited for it", what,
-                         opts_.log_path, took.count());
-    };
     try {
         smarm::block_on_io([&] { write(); });
-        slow();
+        warn_if_slow(what, opts_.log_path, start, "every kv request");
         return std::nullopt;
     } catch (const std::system_error& e) {
-        slow();
+        warn_if_slow(what, opts_.log_path, start, "every kv request");
         spdlog::error("kv: {}", e.what());
         return e.code().message();
     }
@@ -228,6 +291,7 @@ child_spec kv_child(kv_options o) {
                     }
                 }
                 auto [tx, rx] = channel<kv_server::envelope>();
+                s->set_inbox(tx);
                 if (!register_name(kv_name, tx))
                     throw std::runtime_error("kv: the name \"kv\" is held by a live actor");
                 s->serve(std::move(rx));

@@ -18,7 +18,11 @@
 // applied and acknowledged; a write the log refuses is answered 503 and
 // not applied (the log cuts it back: kv/log.hpp). With sync_mode::group a
 // write is applied, visible to reads and acknowledged only after its
-// group's fdatasync; a failed sync answers the whole group 503. Restarts
+// group's fdatasync; a failed sync answers the whole group 503. The group's
+// sync runs in an actor of its own while the server keeps answering reads
+// (a read never waits for the disk in group mode); writes that arrive
+// meanwhile are held and join the next group, so the log's writes and
+// syncs never overlap. Restarts
 // replay the log. kv_child opens the log before taking the name, retrying
 // errors that can clear (EMFILE, ENOSPC, EIO, ...) with backoff, so kv
 // answers 503 until it can serve and the rest of the server is unaffected.
@@ -34,6 +38,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,41 +56,66 @@ struct kv_options {
     std::chrono::nanoseconds group_interval = std::chrono::milliseconds(5);
 };
 
-class kv_server : public gen_server<http::request, http::response> {
+/// What a group's sync actor tells the kv server (sync_mode::group).
+struct kv_group_synced {
+    std::optional<std::string> error;  ///< why the sync failed (nullopt: it succeeded)
+};
+
+class kv_server
+    : public gen_server<http::request, http::response, std::monostate, kv_group_synced> {
   public:
     /// Opens and replays the log when one is configured (on the blocking
     /// pool; call from the server's actor). Throws std::system_error.
     explicit kv_server(kv_options o);
+    /// The sending end of the inbox this server serves: with it a group's
+    /// sync runs beside the server (reads go on); without it the server
+    /// waits for each group's sync itself. kv_child gives it.
+    void set_inbox(sender<envelope> self) { self_ = std::move(self); }
     http::response handle_call(http::request req) override;
     void handle_timer(std::uint64_t tag) override;
+    void handle_info(kv_group_synced done) override;
     std::size_t size() const noexcept { return data_.size(); }
 
   private:
+    /// A PUT or DELETE: its answer, and whether that answer must wait for
+    /// the group's sync (group mode: it is staged).
+    std::pair<http::response, bool> write(http::request& req);
+    /// Queues a staged write's answer for after its group's sync.
+    void answer_after_sync(reply_to<http::response> to, http::response r);
     http::response list(const http::request& req) const;
     /// Runs a log write on the blocking pool: nullopt when it succeeded (or
     /// there is no log), else why it failed (logged). `what` names it in the
-    /// warning logged when it takes slow_io or longer.
+    /// warning logged when it takes a second or longer.
     template <class F>
     std::optional<std::string> logged(const char* what, F&& write);
-    static constexpr std::chrono::seconds slow_io{1};
     http::response storage_failed(const std::string& why) const;
     void compact();
     /// The value a new write sees: staged (group mode) over acknowledged.
     const std::string* current(std::string_view key) const;
     bool staging() const noexcept { return log_ && opts_.sync == sync_mode::group; }
-    /// Group mode: the reply waits for the group's fdatasync.
-    http::response stage(http::response r);
 
     kv_options opts_;
     std::map<std::string, std::string, std::less<>> data_;  ///< acknowledged
-    std::unique_ptr<kv_log> log_;
+    // Shared with a group's sync actor, which may outlive a stopped server.
+    std::shared_ptr<kv_log> log_;
+    sender<envelope> self_;
     // Group commit: writes logged but not yet synced, with the answers their
     // callers wait for, and their net effect per key (nullopt: deleted).
     // Applied to data_ only after the sync, so a read never sees a write
     // that a failed sync could still take back.
-    std::vector<std::pair<reply_to<http::response>, http::response>> unsynced_;
-    std::map<std::string, std::optional<std::string>, std::less<>> staged_;
+    using answers = std::vector<std::pair<reply_to<http::response>, http::response>>;
+    using effects = std::map<std::string, std::optional<std::string>, std::less<>>;
+    answers unsynced_;
+    effects staged_;
     bool group_armed_ = false;
+    // The group whose sync is running (syncing_): its answers and effects,
+    // and the writes held until it ends (they must not reach the log
+    // while it syncs: a failed sync cuts the log back to its last sync).
+    bool syncing_ = false;
+    answers in_sync_;
+    effects in_sync_staged_;
+    std::vector<std::pair<http::request, reply_to<http::response>>> held_;
+    void finish_group(const std::optional<std::string>& error);
 };
 
 /// The name the kv server registers its inbox under.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 
@@ -231,6 +232,84 @@ TEST(KvService, DurableKvSurvivesARestartOfItsActor) {
         } while (smarm_test::since(t0) < 10s);
         EXPECT_EQ(r->status, 200u);
         EXPECT_EQ(r->body, "data");
+        smarm::request_stop(sup.id);
+    });
+    std::remove(f.opts.log_path.c_str());
+}
+
+// Group commit with the sync beside the server (kv.hpp): writers that each
+// PUT their own key 0..N-1 in order, readers meanwhile, and the kv actor
+// stopped mid-run (a sync may be running: its actor outlives the server).
+// Every key ends at N-1, read back live and again after a replay; a writer
+// answered 503 (kv down) puts the same value again.
+TEST(KvService, GroupCommitKeepsEachWritersOrderAcrossSyncsAndARestart) {
+    kv_fixture f;
+    f.opts.log_path = temp_log("kv_group.log");
+    f.opts.sync = services::sync_mode::group;
+    f.opts.group_interval = 1ms;
+    constexpr int writers = 6, values = 60;
+    with_server({}, f.routes(), [&](http::server&, std::uint16_t port) {
+        auto sup = smarm::start_supervisor({}, {services::kv_child(f.opts)});
+        wait_for_kv();
+        std::atomic<bool> writing{true};
+        std::atomic<int> bad{0};
+        std::vector<smarm::join_handle> hs;
+        for (int w = 0; w < writers; ++w)
+            hs.push_back(smarm::spawn([&, w] {
+                client c(port);
+                for (int v = 0; v < values; ++v) {
+                    for (int attempt = 0;; ++attempt) {
+                        const std::string body = std::to_string(v);
+                        c.send("PUT /kv/w" + std::to_string(w) +
+                               " HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body);
+                        auto r = c.read();
+                        if (r && (r->status == 201u || r->status == 204u)) break;
+                        if (!r || r->status != 503u || attempt > 2000) {
+                            bad.fetch_add(1);
+                            return;
+                        }
+                        smarm::sleep(1ms);
+                    }
+                }
+            }));
+        auto reader = smarm::spawn([&] {
+            client c(port);
+            while (writing.load()) {
+                auto r = c.get("/kv/w0");
+                if (!r || (r->status != 200u && r->status != 404u && r->status != 503u))
+                    bad.fetch_add(1);
+            }
+        });
+        smarm::sleep(20ms);
+        auto old = *smarm::whereis(services::kv_name);
+        auto m = smarm::monitor(old);
+        smarm::request_stop(old);
+        (void)m.rx.recv();
+        for (auto& h : hs)
+            (void)h.join();
+        writing.store(false);
+        (void)reader.join();
+        EXPECT_EQ(bad.load(), 0);
+        auto expect_all = [&](const char* when) {
+            client c(port);
+            for (int w = 0; w < writers; ++w) {
+                auto r = c.get("/kv/w" + std::to_string(w));
+                ASSERT_TRUE(r) << when;
+                EXPECT_EQ(r->status, 200u) << when << ": w" << w;
+                EXPECT_EQ(r->body, std::to_string(values - 1)) << when << ": w" << w;
+            }
+        };
+        expect_all("live");
+        auto cur = *smarm::whereis(services::kv_name);
+        auto m2 = smarm::monitor(cur);
+        smarm::request_stop(cur);
+        (void)m2.rx.recv();
+        wait_for_kv();
+        auto t0 = smarm_test::steady::now();
+        while (smarm::whereis(services::kv_name) == cur && smarm_test::since(t0) < 10s)
+            smarm::sleep(1ms);
+        expect_all("after the replay");
         smarm::request_stop(sup.id);
     });
     std::remove(f.opts.log_path.c_str());

@@ -10,13 +10,23 @@
 // calibrates the benchmark targets (loadtest/http/compare_http.py), it is
 // not an HTTP server. Requests with bodies are not supported.
 //
-// Usage: smarm-http-floor PORT
+// With --ws it is the floor of the WebSocket echo benchmark instead
+// (loadtest/websocket/compare_ws.py): the first head on a connection is
+// answered 101 (its Sec-WebSocket-Accept computed), then every complete
+// client frame is unmasked and sent back as one server frame with the same
+// first byte (a close is answered with a close and the connection ends).
+// No UTF-8 check, limits or fragmentation rules: only the work any
+// event-driven echo server must do per message.
+//
+// Usage: smarm-http-floor PORT [--ws]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <boost/beast/websocket/detail/hybi13.hpp>
 
 #include <cerrno>
 #include <cstdint>
@@ -50,9 +60,10 @@ constexpr std::string_view response_close =
     "Hello, World!";
 
 struct conn {
-    std::string in;   // bytes of an incomplete request head
+    std::string in;   // bytes of an incomplete request head (or frame)
     std::string out;  // answers the socket did not take yet
     bool close_after = false;
+    bool upgraded = false;  // --ws: the 101 went out; `in` holds frames
 };
 
 [[noreturn]] void die(const char* what) {
@@ -80,6 +91,80 @@ void answer(conn& c) {
     c.in.erase(0, start);
 }
 
+// --ws: the 101 for the head ending at `end` (its Sec-WebSocket-Key's
+// accept); false when the head has no key.
+bool upgrade(conn& c, std::size_t end) {
+    const std::string_view head(c.in.data(), end);
+    constexpr std::string_view name = "Sec-WebSocket-Key:";
+    auto at = head.find(name);
+    if (at == std::string_view::npos) return false;
+    at += name.size();
+    while (at < head.size() && head[at] == ' ')
+        ++at;
+    const auto stop = head.find("\r\n", at);
+    const std::string_view key = head.substr(at, stop == std::string_view::npos ? stop : stop - at);
+    boost::beast::static_string<28> accept;
+    boost::beast::websocket::detail::make_sec_ws_accept(accept, key);
+    c.out.append("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                 "Connection: Upgrade\r\nSec-WebSocket-Accept: ");
+    c.out.append(accept.data(), accept.size());
+    c.out.append("\r\n\r\n");
+    c.in.erase(0, end + 4);
+    c.upgraded = true;
+    return true;
+}
+
+// --ws: echoes every complete client frame in c.in; false on a frame no
+// client sends (unmasked).
+bool echo(conn& c) {
+    std::size_t at = 0;
+    const auto* in = reinterpret_cast<const unsigned char*>(c.in.data());
+    while (c.in.size() - at >= 2) {
+        const unsigned char b0 = in[at], b1 = in[at + 1];
+        if ((b1 & 0x80) == 0) return false;
+        std::size_t head = 2;
+        std::uint64_t len = b1 & 0x7f;
+        if (len == 126) {
+            head = 4;
+        } else if (len == 127) {
+            head = 10;
+        }
+        if (c.in.size() - at < head + 4) break;
+        if (head > 2) {
+            len = 0;
+            for (std::size_t i = 2; i < head; ++i)
+                len = (len << 8) | in[at + i];
+        }
+        if (c.in.size() - at < head + 4 + len) break;
+        const unsigned char* mask = in + at + head;
+        const unsigned char* payload = mask + 4;
+        const unsigned opcode = b0 & 0x0f;
+        c.out.push_back(static_cast<char>(opcode == 0x9 ? (b0 & 0xf0) | 0xa : b0));
+        if (len < 126) {
+            c.out.push_back(static_cast<char>(len));
+        } else if (len < 65536) {
+            c.out.push_back(static_cast<char>(126));
+            c.out.push_back(static_cast<char>(len >> 8));
+            c.out.push_back(static_cast<char>(len & 0xff));
+        } else {
+            c.out.push_back(static_cast<char>(127));
+            for (int i = 7; i >= 0; --i)
+                c.out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+        }
+        const std::size_t from = c.out.size();
+        c.out.append(reinterpret_cast<const char*>(payload), len);
+        for (std::size_t i = 0; i < len; ++i)
+            c.out[from + i] = static_cast<char>(c.out[from + i] ^ mask[i & 3]);
+        at += head + 4 + len;
+        if (opcode == 0x8) {
+            c.close_after = true;
+            break;
+        }
+    }
+    c.in.erase(0, at);
+    return true;
+}
+
 // Sends what is pending; false on a fatal error.
 bool flush(int fd, conn& c) {
     while (!c.out.empty()) {
@@ -93,8 +178,9 @@ bool flush(int fd, conn& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    const bool ws = argc == 3 && std::string_view(argv[2]) == "--ws";
+    if (argc != 2 && !ws) {
+        std::fprintf(stderr, "usage: %s PORT [--ws]\n", argv[0]);
         return 2;
     }
     const int port = std::atoi(argv[1]);
@@ -170,7 +256,19 @@ int main(int argc, char** argv) {
                 drop(fd);
                 continue;
             }
-            if (!c.close_after) answer(c);
+            if (!ws) {
+                if (!c.close_after) answer(c);
+            } else if (!c.close_after) {
+                if (!c.upgraded) {
+                    const auto end = c.in.find("\r\n\r\n");
+                    if (end != std::string::npos && !upgrade(c, end)) alive = false;
+                }
+                if (alive && c.upgraded && !echo(c)) alive = false;
+            }
+            if (!alive) {
+                drop(fd);
+                continue;
+            }
             if (!flush(fd, c)) {
                 drop(fd);
                 continue;

@@ -10,7 +10,11 @@ second and p99 the measure is each server's CPU per message (its /proc
 utime + stime, all threads, over the run), next to smarm-load's own (its
 rusage): 2 cores / (server + load generator CPU per message) is the most
 round trips/s the machine allows that pair, the bound a throughput ratio
-runs into. Then memory: 10,000 sockets
+runs into. The floor (`smarm-http-floor --ws`, loadtest/http/floor.cpp: one
+thread, epoll, unmask and send back, nothing else) runs the same rounds:
+floor / the better peer is the most any one-threaded server's ratio can be
+on this machine, so a target above it is the machine's bound, not the
+server's. Then memory: 10,000 sockets
 opened and left idle (smarm-load open loop at 1 message/s in all), the
 server's RSS growth per socket.
 
@@ -31,7 +35,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from peerlib import ROOT, wait_port  # noqa: E402
 
-PORTS = {"smarm": 18300, "go": 18301, "node": 18302}
+PORTS = {"smarm": 18300, "go": 18301, "node": 18302, "floor": 18303}
+PEERS = ("go", "node")
 TICK = os.sysconf("SC_CLK_TCK")
 LOADS = [("c64_32B", 64, "32"), ("c64_4KiB", 64, "4KiB"), ("c1024_32B", 1024, "32"),
          ("c1024_4KiB", 1024, "4KiB")]
@@ -134,6 +139,9 @@ def main():
         "node": ["node", os.path.join(ROOT, "loadtest", "websocket", "echo.js"),
                  str(PORTS["node"])],
     }
+    floor = os.path.join(a.build, "loadtest", "http", "smarm-http-floor")
+    if os.path.exists(floor):
+        cmds["floor"] = [floor, str(PORTS["floor"]), "--ws"]
     procs = {}
     try:
         for name, cmd in cmds.items():
@@ -184,6 +192,17 @@ def main():
                   f"{spread([m['p99_ms'] for m in rs])} | {spread(cpu)} | "
                   f"{spread([m['load_us'] for m in rs])} | "
                   f"{spread([m['bound'] for m in rs], '{:.0f}')} | {ratio_rps} | {ratio_cpu} |")
+    if "floor" in procs:
+        print("\n| load | smarm / better peer | floor / better peer | smarm / floor |")
+        print("|---|---|---|---|")
+        for label, _, _ in loads:
+            best = [max(res[(p, label)][i]["rps"] for p in PEERS if p in procs)
+                    for i in range(a.rounds)]
+            sm = [m["rps"] for m in res[("smarm", label)]]
+            fl = [m["rps"] for m in res[("floor", label)]]
+            print(f"| {label} | {spread([s / b for s, b in zip(sm, best)])} | "
+                  f"{spread([f / b for f, b in zip(fl, best)])} | "
+                  f"{spread([s / f for s, f in zip(sm, fl)])} |")
     if not memory:
         return
     print("\n| server | KiB per idle socket |")

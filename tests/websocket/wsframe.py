@@ -42,6 +42,7 @@ class Client:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
         key = base64.b64encode(os.urandom(16)).decode()
+        self.key = key  # Sec-WebSocket-Key sent
         req = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                "Sec-WebSocket-Version: 13\r\n")

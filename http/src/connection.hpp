@@ -55,6 +55,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -617,7 +618,25 @@ bool connection<Stream>::respond(response& res, bool head_only, std::uint64_t& b
     }
     const unsigned code = static_cast<unsigned>(res.status());
     const bool no_body = code < 200 || code == 204 || code == 304;
-    head(res, no_body ? std::nullopt : std::optional<std::uint64_t>(res.body().size()), false);
+    const std::optional<std::uint64_t> length =
+        no_body ? std::nullopt : std::optional<std::uint64_t>(res.body().size());
+    if (out_.empty() && (buf_.size() == 0 || !keep_alive_)) {
+        // Answered alone (nothing batched, nothing pipelined behind it): a
+        // small response goes out from the stack, so a connection that
+        // answers once and closes never allocates its output buffer.
+        const std::string_view body = head_only || no_body ? std::string_view() : res.body();
+        char local[1024];
+        if (body.size() < sizeof local) {
+            if (char* end = put_head(local, sizeof local - body.size(), cfg_, res,
+                                     {length, false, keep_alive_, version_})) {
+                std::memcpy(end, body.data(), body.size());
+                bytes = body.size();
+                s_.set_deadline(deadline_in(cfg_.write_timeout));
+                return s_.write_all(std::string_view(local, end - local + body.size()));
+            }
+        }
+    }
+    head(res, length, false);
     if (!head_only && !no_body) {
         out_ += res.body();
         bytes = res.body().size();

@@ -125,15 +125,31 @@ char* write_head(char* p, const server_config& cfg, const response& r, std::stri
 
 }  // namespace
 
+namespace {
+
+/// The most a head can take: 192 covers every fixed piece and both numbers.
+std::size_t head_room(const server_config& cfg, const response& r, std::string_view reason) {
+    std::size_t room = 192 + reason.size() + cfg.server_name.size() + r.content_type().size();
+    for (auto& h : r.headers())
+        room += h.name.size() + h.value.size() + 4;
+    return room;
+}
+
+}  // namespace
+
+char* put_head(char* p, std::size_t cap, const server_config& cfg, const response& r,
+               const framing& f) {
+    const std::string_view reason = boost::beast::http::obsolete_reason(r.status());
+    if (head_room(cfg, r, reason) > cap) return nullptr;
+    return write_head(p, cfg, r, reason, f);
+}
+
 void append_head(std::string& out, const server_config& cfg, const response& r, const framing& f) {
     // The head is written in place, not appended piece by piece (a capacity
     // check and an out-of-line call each were most of this function): on
     // the stack when it is small, else in room made at the end of `out`.
-    // 192 covers every fixed piece and both numbers.
     const std::string_view reason = boost::beast::http::obsolete_reason(r.status());
-    std::size_t room = 192 + reason.size() + cfg.server_name.size() + r.content_type().size();
-    for (auto& h : r.headers())
-        room += h.name.size() + h.value.size() + 4;
+    const std::size_t room = head_room(cfg, r, reason);
     char local[512];
     if (room <= sizeof local) {
         char* end = write_head(local, cfg, r, reason, f);

@@ -25,6 +25,10 @@ struct framing {
 /// Content-Type, Content-Length or Transfer-Encoding, Connection), the
 /// response's own headers and the blank line.
 void append_head(std::string& out, const server_config& cfg, const response& r, const framing& f);
+/// Writes the head (as append_head) at `p` when the most it can take fits
+/// in `cap` bytes; returns its end, or nullptr (nothing written).
+char* put_head(char* p, std::size_t cap, const server_config& cfg, const response& r,
+               const framing& f);
 /// A complete short response with a text body ("413 Payload Too Large\n").
 void append_simple(std::string& out, const server_config& cfg, http::status s, bool keep_alive,
                    unsigned request_version);

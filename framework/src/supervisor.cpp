@@ -153,8 +153,8 @@ class supervisor_state {
     enum class start_mode { ordered, cast };
 
     /// Appends a child and starts it.
-    child_list::iterator add(child_spec spec, start_mode mode = start_mode::ordered) {
-        children.push_back(child{std::move(spec), pid{}, 0, false, 0, {}});
+    child_list::iterator add(child_spec&& spec, start_mode mode = start_mode::ordered) {
+        children.emplace_back(std::move(spec), pid{}, 0, false, 0);
         auto it = std::prev(children.end());
         start(it, mode);
         return it;
@@ -444,7 +444,11 @@ pid start_child(const supervisor_ref& sup, child_spec spec, std::chrono::nanosec
 }
 
 bool start_child_async(const supervisor_ref& sup, child_spec spec) {
-    return sup.control.send(detail::supervisor_msg(detail::start_child_cast{std::move(spec)})).ok();
+    // Built in place: a connection's spec (a string and two functions) is
+    // moved once per hop, and listeners cast thousands a second.
+    return sup.control
+        .send(detail::supervisor_msg(std::in_place_type<detail::start_child_cast>, std::move(spec)))
+        .ok();
 }
 
 children_count count_children(const supervisor_ref& sup, std::chrono::nanoseconds timeout) {

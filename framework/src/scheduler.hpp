@@ -110,6 +110,12 @@ struct alignas(64) scheduler {
     switch_reason switched_why = switch_reason::park;  ///< why switched_from left
     std::vector<stack_mem> stack_cache;
     std::vector<std::uint32_t> slot_cache;  ///< vacant slot indices
+    /// finalize's scratch for an ending actor's monitors and links: swapped
+    /// with the slot's lists (under its lock), told, then cleared, so both
+    /// buffers keep their capacity (a monitored actor per HTTP connection
+    /// allocated its list anew each time).
+    std::vector<std::pair<std::uint64_t, sender<down>>> exit_monitors;
+    std::vector<pid> exit_links;
     timer_service::local timers;            ///< deferred wakes, due-check, fired scratch
     void* eh_globals = nullptr;             ///< this thread's __cxa_eh_globals
     void* tsan_fiber = nullptr;

@@ -139,8 +139,8 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
         // made, stays with the slot and is only emptied by reclaim).
         if (sl.ext) {
             std::vector<std::pair<pid, std::uint32_t>> joiners;
-            std::vector<std::pair<std::uint64_t, sender<down>>> monitors;
-            std::vector<pid> links;
+            auto& monitors = s.exit_monitors;  // empty: cleared after each use
+            auto& links = s.exit_links;
             joiners.swap(sl.ext->joiners);
             monitors.swap(sl.ext->monitors);
             links.swap(sl.ext->links);
@@ -152,6 +152,11 @@ void runtime_impl::finalize(scheduler& s, slot& sl) {
             // count).
             if (!monitors.empty() || !links.empty())
                 notify_exit(*this, s, me, sl.end_kind(), sl.end_error, monitors, links);
+            monitors.clear();
+            links.clear();
+            // A slot gets this buffer next: never a huge one.
+            if (monitors.capacity() > 64) monitors = {};
+            if (links.capacity() > 64) links = {};
         }
     }
     if (sl.pg_member) {

@@ -58,7 +58,7 @@ def run(server, config, shim, sync):
 
         putter = threading.Thread(target=slow_put)
         putter.start()
-        time.sleep(0.3)  # the PUT's sync is on the disk now
+        time.sleep(0.2)  # the PUT's sync is on the disk now
         t0 = time.monotonic()
         status, body = rel.request(srv.port, "GET", "/kv/fast")
         read_took = time.monotonic() - t0
@@ -68,7 +68,9 @@ def run(server, config, shim, sync):
         rel.check(status == 201, f"{sync}: the PUT on a slow sync answered {status}")
         if sync == "group":
             # The group's sync runs beside the server: reads go on.
-            rel.check(read_took < 0.5, f"group: a read waited {read_took:.2f} s for a sync")
+            # (A read that waits for the sync waits ~1.3 s: 0.9 s leaves
+            # room for a busy machine.)
+            rel.check(read_took < 0.9, f"group: a read waited {read_took:.2f} s for a sync")
         rel.check(rel.injected_faults(faults)["fdatasync:slow"] == 1,
                   f"{sync}: the slow sync was not injected")
         rel.check(took >= SLOW_MS / 1000, f"{sync}: the PUT was answered in {took:.2f} s, "

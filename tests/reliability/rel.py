@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -268,3 +269,32 @@ def fail(msg):
 def check(cond, msg):
     if not cond:
         fail(msg)
+
+
+class PauseWatch(threading.Thread):
+    """Sleeps 50 ms at a time and records every oversleep of PAUSE_NOTE
+    seconds or more as (start, seconds) on the monotonic clock: the machine
+    did not run this process for that long."""
+
+    TICK = 0.05
+    PAUSE_NOTE = 0.5
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.pauses = []
+
+    def run(self):
+        last = time.monotonic()
+        while not self.stop.wait(self.TICK):
+            now = time.monotonic()
+            if now - last - self.TICK >= self.PAUSE_NOTE:
+                self.pauses.append((last, now - last - self.TICK))
+            last = now
+
+
+def steal_seconds():
+    """Time this VM's CPUs waited for its host (the `cpu` line of /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0

@@ -95,35 +95,6 @@ class Writer(threading.Thread):
         c.close()
 
 
-class PauseWatch(threading.Thread):
-    """Sleeps 50 ms at a time and records every oversleep of PAUSE_NOTE
-    seconds or more as (start, seconds) on the monotonic clock: the machine
-    did not run this process for that long."""
-
-    TICK = 0.05
-    PAUSE_NOTE = 0.5
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.stop = threading.Event()
-        self.pauses = []
-
-    def run(self):
-        last = time.monotonic()
-        while not self.stop.wait(self.TICK):
-            now = time.monotonic()
-            if now - last - self.TICK >= self.PAUSE_NOTE:
-                self.pauses.append((last, now - last - self.TICK))
-            last = now
-
-
-def steal_seconds():
-    """Time this VM's CPUs waited for its host (the `cpu` line of /proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
-
-
 MACHINE_PAUSE = 2.0  # seconds the watcher overslept: the machine stopped
 
 
@@ -140,9 +111,9 @@ def soak_phase(a, srv, rate, duration):
     """The open-loop run with the writer and the samples. Returns (report,
     samples, writer, machine pauses during it, steal seconds during it,
     the loader's start on the monotonic clock)."""
-    watch = PauseWatch()
+    watch = rel.PauseWatch()
     watch.start()
-    steal0 = steal_seconds()
+    steal0 = rel.steal_seconds()
     writer = Writer(srv.port)
     t0 = time.monotonic()
     load = rel.load(a.load, srv.port, "/", [*KV, "-R", f"{rate:.0f}"], duration, progress=True)
@@ -157,7 +128,7 @@ def soak_phase(a, srv, rate, duration):
     writer.join(30)
     watch.stop.set()
     watch.join()
-    return r, samples, writer, watch.pauses, steal_seconds() - steal0, t0
+    return r, samples, writer, watch.pauses, rel.steal_seconds() - steal0, t0
 
 
 def explain_errors(r, srv, pauses, steal, t0):

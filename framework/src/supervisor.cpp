@@ -29,6 +29,7 @@ std::atomic<std::uint64_t> g_restarts{0};
 std::atomic<std::uint64_t> g_give_ups{0};
 
 struct child {
+    explicit child(child_spec&& s) : spec(std::move(s)) {}  // emplaced (supervisor_state::add)
     child_spec spec;
     pid id;
     std::uint64_t monitor = 0;
@@ -154,7 +155,7 @@ class supervisor_state {
 
     /// Appends a child and starts it.
     child_list::iterator add(child_spec&& spec, start_mode mode = start_mode::ordered) {
-        children.emplace_back(std::move(spec), pid{}, 0, false, 0);
+        children.emplace_back(std::move(spec));
         auto it = std::prev(children.end());
         start(it, mode);
         return it;

@@ -96,6 +96,9 @@ struct start_child_req {
     sender<std::variant<pid, std::string>> reply;  // pid, or an error message
 };
 struct start_child_cast {
+    // A constructor, not an aggregate: built in place in the variant
+    // (clang 14 has no parenthesized aggregate initialization).
+    explicit start_child_cast(child_spec&& s) : spec(std::move(s)) {}
     child_spec spec;
 };
 struct count_req {

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <smarm/detail/bump.hpp>
+
 #include "slot_table.hpp"
 #include "stack_pool.hpp"
 #include "timer_service.hpp"
@@ -130,11 +132,8 @@ struct alignas(64) scheduler {
     std::atomic<std::uint64_t> started{0}, spin_ticks{0}, park_ticks{0}, idle_since{0};
 };
 
-/// Increment a counter that only one thread writes at a time (no lock prefix).
-template <class U>
-inline void bump(std::atomic<U>& c, std::type_identity_t<U> by = 1) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
+/// A scheduler's and an actor's counters have one writer at a time.
+using smarm::detail::bump;
 
 /// The scheduler running on this thread (nullptr on other threads).
 scheduler* current_scheduler() noexcept;

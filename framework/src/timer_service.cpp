@@ -4,6 +4,7 @@
 #include "timer_service.hpp"
 
 #include <smarm/detail/assert.hpp>
+#include <smarm/detail/bump.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -177,7 +178,7 @@ void timer_service::fire_due(scheduler& s, local& loc, bool try_only) {
         if (!loc.fired.empty()) firing_.fetch_add(1, std::memory_order_relaxed);
     }
     const std::size_t n = loc.fired.size();
-    loc.fires.store(loc.fires.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    detail::bump(loc.fires, n);
     const bool single = n == 1;
     for (auto& f : loc.fired) {
         trace_hooks::event(trace_hooks::kind::timer,

@@ -20,6 +20,7 @@
 
 #include <smarm/trace.hpp>
 
+#include <smarm/detail/bump.hpp>
 #include <smarm/detail/spinlock.hpp>
 
 #include <pthread.h>
@@ -180,7 +181,7 @@ void record(kind k, std::uint8_t sub, std::uint16_t extra, std::uint32_t x, std:
     }
     const std::uint64_t i = r->head.load(std::memory_order_relaxed);
     if (i >= r->cap && !r->flight) {
-        r->refused.store(r->refused.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        detail::bump(r->refused);
         return;
     }
     std::uint64_t* w = &r->words[(i & r->mask) * words_per_event];

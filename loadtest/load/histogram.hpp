@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <smarm/detail/bump.hpp>
+
 namespace smarm::load {
 
 inline constexpr unsigned sub_bits = 7;
@@ -107,9 +109,9 @@ class live_histogram {
     live_histogram() : counts_(bucket_count) {}
 
     void record(std::uint64_t v) noexcept {
-        bump(counts_[bucket_of(v)], 1);
-        bump(total_, 1);
-        bump(sum_, v);
+        smarm::detail::bump(counts_[bucket_of(v)], 1);
+        smarm::detail::bump(total_, 1);
+        smarm::detail::bump(sum_, v);
         if (v > max_.load(std::memory_order_relaxed)) max_.store(v, std::memory_order_relaxed);
         if (v < min_.load(std::memory_order_relaxed)) min_.store(v, std::memory_order_relaxed);
     }
@@ -131,9 +133,6 @@ class live_histogram {
     }
 
   private:
-    static void bump(std::atomic<std::uint64_t>& a, std::uint64_t n) noexcept {
-        a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
     std::vector<std::atomic<std::uint64_t>> counts_;
     std::atomic<std::uint64_t> total_{0};
     std::atomic<std::uint64_t> sum_{0};

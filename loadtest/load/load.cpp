@@ -129,7 +129,7 @@ namespace {
 struct counter {
     std::atomic<std::uint64_t> v{0};
     void add(std::uint64_t n = 1) noexcept {
-        v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+        smarm::detail::bump(v, n);
     }
     std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };

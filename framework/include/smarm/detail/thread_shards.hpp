@@ -36,12 +36,9 @@
 #include <utility>
 #include <vector>
 
-namespace smarm::detail {
+#include <smarm/detail/bump.hpp>
 
-/// Adds `by` to a count only its owner thread writes (thread_shards).
-inline void bump(std::atomic<std::uint64_t>& count, std::uint64_t by = 1) noexcept {
-    count.store(count.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
+namespace smarm::detail {
 
 template <class Shard>
 class thread_shards {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include <smarm/detail/bump.hpp>
 #include <smarm/detail/unique_function.hpp>
 
 namespace smarm::detail {
@@ -68,7 +69,7 @@ struct wait_token {
 /// Count one received message for the actor of `w` (observe_and_open's
 /// token). Only the actor itself writes the counter: no locked RMW.
 inline void count_received(const wait_token& w) noexcept {
-    w.received->store(w.received->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bump(*w.received);
 }
 wait_token open_wait(const char* call);
 

@@ -17,13 +17,25 @@ namespace smarm::services {
 
 namespace {
 
-/// A slow disk is named in the log, not only seen as timeouts.
-/// `who` names what waited for it.
-void warn_if_slow(const char* what, const std::string& path,
-                  std::chrono::steady_clock::time_point start, const char* who) {
+/// Runs a log operation on the blocking pool: nullopt when it succeeded,
+/// else why it failed (logged). One that takes a second or more is logged
+/// as a warning naming it (`what`), the log and `who` waited for it: a slow
+/// disk is named, not only seen as timeouts.
+template <class F>
+std::optional<std::string> on_disk(const char* what, const std::string& path, const char* who,
+                                   F&& op) {
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<std::string> why;
+    try {
+        smarm::block_on_io([&] { op(); });
+    } catch (const std::system_error& e) {
+        spdlog::error("kv: {}", e.what());
+        why = e.code().message();
+    }
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     if (took >= std::chrono::seconds(1))
         spdlog::warn("kv: {} to {} took {:.2f} s; {} waited for it", what, path, took.count(), who);
+    return why;
 }
 
 }  // namespace
@@ -127,16 +139,8 @@ void kv_server::handle_timer(std::uint64_t) {
     // meanwhile frees nothing the sync still uses, and its report then
     // goes to a closed inbox.
     auto sync = [log = log_, to = self_, path = opts_.log_path] {
-        const auto start = std::chrono::steady_clock::now();
-        kv_group_synced done;
-        try {
-            smarm::block_on_io([&] { log->sync(); });
-        } catch (const std::system_error& e) {
-            spdlog::error("kv: {}", e.what());
-            done.error = e.code().message();
-        }
-        warn_if_slow("a group sync", path, start, "the group's writes");
-        (void)to.send(std::move(done));
+        (void)to.send(kv_group_synced{
+            on_disk("a group sync", path, "the group's writes", [&] { log->sync(); })});
     };
     try {
         (void)spawn(std::move(sync));
@@ -200,16 +204,7 @@ std::optional<std::string> kv_server::logged(const char* what, F&& write) {
     // On-CPU only: the pool thread's write and fsync are outside the site
     // (the causal profiler's IO rule; README "Causal profiling").
     auto site = SMARM_CAUSAL_SITE("kv.log");
-    const auto start = std::chrono::steady_clock::now();
-    try {
-        smarm::block_on_io([&] { write(); });
-        warn_if_slow(what, opts_.log_path, start, "every kv request");
-        return std::nullopt;
-    } catch (const std::system_error& e) {
-        warn_if_slow(what, opts_.log_path, start, "every kv request");
-        spdlog::error("kv: {}", e.what());
-        return e.code().message();
-    }
+    return on_disk(what, opts_.log_path, "every kv request", std::forward<F>(write));
 }
 
 void kv_server::compact() {

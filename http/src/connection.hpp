@@ -344,11 +344,15 @@ class connection {
     void head(const response& r, std::optional<std::uint64_t> content_length, bool chunked) {
         append_head(out_, cfg_, r, {content_length, chunked, keep_alive_, version_});
     }
-    /// Writes the output buffer within write_timeout; false on failure.
+    /// Writes `bytes` within write_timeout; false on failure.
+    bool write_now(std::string_view bytes) {
+        s_.set_deadline(deadline_in(cfg_.write_timeout));
+        return s_.write_all(bytes);
+    }
+    /// Writes the output buffer (write_now) and empties it.
     bool flush() {
         if (out_.empty()) return true;
-        s_.set_deadline(deadline_in(cfg_.write_timeout));
-        bool ok = s_.write_all(out_);
+        bool ok = write_now(out_);
         out_.clear();
         return ok;
     }
@@ -631,8 +635,7 @@ bool connection<Stream>::respond(response& res, bool head_only, std::uint64_t& b
                                      {length, false, keep_alive_, version_})) {
                 std::memcpy(end, body.data(), body.size());
                 bytes = body.size();
-                s_.set_deadline(deadline_in(cfg_.write_timeout));
-                return s_.write_all(std::string_view(local, end - local + body.size()));
+                return write_now(std::string_view(local, end - local + body.size()));
             }
         }
     }
@@ -709,8 +712,7 @@ bool connection<Stream>::write_file(response& res, bool head_only) {
             [fd = f.fd, p = chunk.data(), want, off] { return read_file(fd, p, want, off); });
         if (n <= 0) return false;  // the file shrank: the length was a lie, close
         chunk.resize(static_cast<std::size_t>(n));
-        s_.set_deadline(deadline_in(cfg_.write_timeout));
-        if (!s_.write_all(chunk)) return false;
+        if (!write_now(chunk)) return false;
         off += static_cast<std::uint64_t>(n);
     }
     return keep_alive_;

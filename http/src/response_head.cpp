@@ -123,10 +123,6 @@ char* write_head(char* p, const server_config& cfg, const response& r, std::stri
     return p;
 }
 
-}  // namespace
-
-namespace {
-
 /// The most a head can take: 192 covers every fixed piece and both numbers.
 std::size_t head_room(const server_config& cfg, const response& r, std::string_view reason) {
     std::size_t room = 192 + reason.size() + cfg.server_name.size() + r.content_type().size();

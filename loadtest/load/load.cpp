@@ -128,9 +128,7 @@ namespace {
 
 struct counter {
     std::atomic<std::uint64_t> v{0};
-    void add(std::uint64_t n = 1) noexcept {
-        smarm::detail::bump(v, n);
-    }
+    void add(std::uint64_t n = 1) noexcept { smarm::detail::bump(v, n); }
     std::uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 
@@ -223,10 +221,10 @@ struct schedule {
     }
 };
 
-/// Counts a timeout of a message that was never sent (schedule::expired).
-void count_unsent(run_state& rs) {
-    if (clock::now() < rs.end)
-        rs.here().errors[static_cast<std::size_t>(error_kind::timeout)].add();
+/// Counts an error of kind `k` (none after the run's end: the report's
+/// window). A turn that expired unsent (schedule::expired) is a timeout.
+void count_error(run_state& rs, error_kind k) {
+    if (clock::now() < rs.end) rs.here().errors[static_cast<std::size_t>(k)].add();
 }
 
 /// Resolves once, so a connection per request does not resolve per request.
@@ -287,7 +285,7 @@ void drive_ws(run_state& rs, std::size_t index) {
     schedule sched(rs, index);
     const bool open_loop = sched.open;
     auto fail = [&](error_kind k) {
-        if (clock::now() < rs.end) rs.here().errors[static_cast<std::size_t>(k)].add();
+        count_error(rs, k);
         s.close();
         have = 0;
     };
@@ -371,7 +369,7 @@ void drive_ws(run_state& rs, std::size_t index) {
         }
         const auto intended = *turn;
         if (schedule::expired(intended, now, o.timeout)) {
-            count_unsent(rs);
+            count_error(rs, error_kind::timeout);  // never sent
             continue;
         }
         const std::size_t which = frames.size() == 1 ? 0 : pick(rng);
@@ -457,7 +455,7 @@ void drive(run_state& rs, std::size_t index) {
     schedule sched(rs, index);
     const bool open_loop = sched.open;
     auto fail = [&](error_kind k) {
-        if (clock::now() < rs.end) rs.here().errors[static_cast<std::size_t>(k)].add();
+        count_error(rs, k);
         s.close();
         have = 0;
     };
@@ -468,7 +466,7 @@ void drive(run_state& rs, std::size_t index) {
         if (!turn) return;
         const auto intended = *turn;
         if (schedule::expired(intended, now, o.timeout)) {
-            count_unsent(rs);
+            count_error(rs, error_kind::timeout);  // never sent
             continue;
         }
         const auto deadline = std::min(intended + o.timeout, rs.end);
